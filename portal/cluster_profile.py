@@ -60,8 +60,7 @@ class NodePool:
             return {}
         if self.mig_layout:
             return {
-                self.gpu_model.mig_profiles[p].resource_name: n * self.gpus_per_node
-                for p, n in self.mig_layout.items()
+                self.gpu_model.mig_profiles[p].resource_name: n * self.gpus_per_node for p, n in self.mig_layout.items()
             }
         if self.sharing_strategy:
             name = "nvidia.com/gpu.shared" if self.sharing_rename else "nvidia.com/gpu"
@@ -219,8 +218,22 @@ def parse_profile(data: Any) -> ClusterProfile:
 def _parse_pool(raw: Any, where: str) -> NodePool:
     if not isinstance(raw, dict):
         raise ProfileError(f"{where}: must be a mapping")
-    _known(raw, where, {"name", "nodes", "cpu", "memory_gib", "gpu_model", "gpus_per_node",
-                        "request_mode", "mig", "sharing", "gpu_price_per_hour"})
+    _known(
+        raw,
+        where,
+        {
+            "name",
+            "nodes",
+            "cpu",
+            "memory_gib",
+            "gpu_model",
+            "gpus_per_node",
+            "request_mode",
+            "mig",
+            "sharing",
+            "gpu_price_per_hour",
+        },
+    )
     name = _str(raw, "name", where)
     if not _SLUG.match(name):
         raise ProfileError(f"{where}.name: {name!r} is not a lowercase DNS-safe name")

@@ -1,0 +1,17 @@
+"""The Celery app, and every periodic task of the portal in one place."""
+
+from __future__ import annotations
+
+import os
+
+from celery import Celery
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
+
+app = Celery("portal")
+app.config_from_object("django.conf:settings", namespace="CELERY")
+app.autodiscover_tasks()
+
+# Periodic tasks are added here by the apps that own them (reconcile, telemetry,
+# quota expiry), so the whole schedule reads in one place.
+app.conf.beat_schedule = {}

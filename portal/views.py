@@ -1,0 +1,50 @@
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
+
+from portal.access import team_for
+from portal.models import ApiToken, Offering
+
+
+@login_required
+def home(request):
+    offerings = Offering.objects.filter(is_active=True).order_by("kind", "slug")
+    return render(request, "portal/home.html", {"offerings": offerings})
+
+
+@login_required
+@require_POST
+def switch_team(request):
+    team = team_for(request.user, request.POST.get("team", ""))
+    request.session["team"] = team.slug
+    next_url = request.POST.get("next") or "/"
+    if not next_url.startswith("/") or next_url.startswith("//"):
+        next_url = "/"
+    return redirect(next_url)
+
+
+@login_required
+def profile(request):
+    new_secret = None
+    if request.method == "POST":
+        name = request.POST.get("name", "").strip()
+        if not name:
+            messages.error(request, "Token name: give the token a name, e.g. 'ci-pipeline'.")
+        elif len(name) > 100:
+            messages.error(request, "Token name: at most 100 characters.")
+        else:
+            _, new_secret = ApiToken.issue(request.user, name)
+    tokens = request.user.api_tokens.all()
+    return render(request, "portal/profile.html", {"tokens": tokens, "new_secret": new_secret})
+
+
+@login_required
+@require_POST
+def revoke_token(request, pk: int):
+    token = get_object_or_404(ApiToken, pk=pk, user=request.user)
+    token.delete()
+    messages.success(request, f"Token '{token.name}' revoked.")
+    return redirect("profile")
