@@ -157,7 +157,13 @@ USE_I18N = True
 USE_TZ = True
 
 STATIC_URL = "static/"
-STATIC_ROOT = BASE_DIR / "staticfiles"
+STATIC_ROOT = Path(os.environ.get("STATIC_ROOT", BASE_DIR / "staticfiles" if PRODUCTION else VAR_DIR / "static"))
+if not PRODUCTION:
+    STATIC_ROOT.mkdir(parents=True, exist_ok=True)
+# The portal serves its own assets (air-gapped clusters have no CDN); outside
+# production they come straight from the app folders, without collectstatic.
+WHITENOISE_USE_FINDERS = not PRODUCTION
+WHITENOISE_AUTOREFRESH = DEBUG
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},

@@ -1,0 +1,41 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+DEMO_PROFILE = REPO_ROOT / "deploy" / "cluster-profiles" / "demo.yaml"
+SHARED_REFERENCE = REPO_ROOT.parent / "shared" / "reference"
+
+
+@pytest.fixture
+def cast(db):
+    from tests.cast import make_cast
+
+    return make_cast()
+
+
+@pytest.fixture
+def catalog(db):
+    """The demo profile's offerings, loaded as `make run` loads them."""
+    from portal.catalog import sync_catalog
+    from portal.cluster_profile import load_profile
+    from portal.models import Offering
+
+    sync_catalog(load_profile(DEMO_PROFILE))
+    return {o.slug: o for o in Offering.objects.all()}
+
+
+@pytest.fixture
+def api():
+    from rest_framework.test import APIClient
+
+    return APIClient()
+
+
+@pytest.fixture
+def shared_reference() -> Path:
+    if not SHARED_REFERENCE.is_dir():
+        pytest.skip("../shared/reference is absent (upstream reference data exists only in the project workspace)")
+    return SHARED_REFERENCE
