@@ -1,0 +1,418 @@
+"""Every state change of a workload, readable top to bottom.
+
+The HTML views, the API, the admin console and the Celery tasks all call these
+functions; none of them changes ``Workload.state`` on its own. Each change is a
+compare-and-set (``UPDATE ... WHERE state IN (expected)``), so when two changes race
+(two stops, a stop and a submit) exactly one wins and the loser does nothing. Each
+change is written to the workload's timeline in the same transaction, and the quota a
+workload holds is released in the transaction that ends its activity.
+
+States::
+
+    pending_approval ──approve──► queued ──submit──► submitted ──observe──► running
+          │deny                     │ 422                │                     │
+          ▼                         ▼                    ▼                     ▼
+       rejected                   failed        succeeded / failed / stopped (user, deadline, idle)
+                                                 stopped ──start (notebooks)──► queued
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+from datetime import datetime
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.http import Http404
+from django.utils import timezone
+
+from jobs.models import ACTIVE_STATES, LIVE_STATES, Kind, State, Workload, WorkloadEvent
+from jobs.specs import SpecError, TeamRef, WorkloadSpec, validate_request
+from portal.access import can_use_team
+from portal.models import Offering, Team
+from quotas import admission
+
+log = logging.getLogger(__name__)
+
+
+# --- building the pure spec from a row ------------------------------------------------
+
+
+def team_ref(team: Team) -> TeamRef:
+    return TeamRef(slug=team.slug, namespace=team.namespace)
+
+
+def active_offerings() -> dict[str, Offering]:
+    return {o.slug: o for o in Offering.objects.filter(is_active=True)}
+
+
+def validate(data: Mapping, team: Team, workload_id: int = 0) -> WorkloadSpec:
+    """The one validation of a request, shared by the form, the API and the preview."""
+    return validate_request(
+        data,
+        team=team_ref(team),
+        offerings=active_offerings(),
+        allowed_registries=settings.ALLOWED_IMAGE_REGISTRIES,
+        workload_id=workload_id,
+    )
+
+
+def request_data(workload: Workload) -> dict:
+    """The request fields of a stored workload, in the shape ``validate_request`` takes."""
+    data = {
+        "kind": workload.kind,
+        "name": workload.name,
+        "offering": workload.offering.slug,
+        "gpus_per_replica": workload.gpus_per_replica,
+        "replicas": workload.replicas,
+        "image": workload.image,
+        "command": list(workload.command),
+        "args": list(workload.args),
+        "env": dict(workload.env),
+        "labels": dict(workload.labels),
+        "annotations": dict(workload.annotations),
+        "cpu": workload.cpu,
+        "memory": workload.memory,
+    }
+    if workload.kind == Kind.NOTEBOOK:
+        data["workspace_gib"] = workload.workspace_gib
+    if workload.kind == Kind.TRAINING:
+        data["framework"] = workload.framework
+        data["max_runtime_seconds"] = workload.max_runtime_seconds
+    if workload.kind == Kind.ENDPOINT:
+        data["max_replicas"] = workload.max_replicas
+        data["model_format"] = workload.model_format
+        data["storage_uri"] = workload.storage_uri
+        data["canary_traffic_percent"] = workload.canary_traffic_percent
+    return {k: v for k, v in data.items() if v not in (None, "")}
+
+
+def spec_of(workload: Workload) -> WorkloadSpec:
+    """The builders' input for a stored workload, with the portal's decisions applied."""
+    spec = validate_request(
+        request_data(workload),
+        team=team_ref(workload.team),
+        offerings={workload.offering.slug: workload.offering},
+        # Stored requests were validated against the allow-list when they were made;
+        # a registry removed later must not strand running work.
+        allowed_registries=None,
+        workload_id=workload.pk,
+    )
+    return replace(
+        spec,
+        priority_class=workload.priority_class or admission.PRIORITY_GUARANTEED,
+        stopped=workload.state == State.STOPPED,
+    )
+
+
+# --- recording ------------------------------------------------------------------------
+
+
+def record(workload: Workload, message: str, *, actor=None, from_state: str = "", to_state: str = "") -> None:
+    WorkloadEvent.objects.create(
+        workload=workload, actor=actor, from_state=from_state, to_state=to_state, message=message
+    )
+
+
+def _move(workload: Workload, expected: Iterable[str], new: str, message: str, *, actor=None, **fields) -> bool:
+    """Compare-and-set ``workload`` from one of ``expected`` to ``new``; False if someone else won."""
+    expected = [str(s) for s in expected]
+    old = workload.state
+    changed = Workload.objects.filter(pk=workload.pk, state__in=expected).update(
+        state=new, updated_at=timezone.now(), **fields
+    )
+    if not changed:
+        return False
+    current = Workload.objects.only("state").get(pk=workload.pk)
+    workload.refresh_from_db()
+    record(workload, message, actor=actor, from_state=old if old in expected else "", to_state=current.state)
+    return True
+
+
+def _release(workload: Workload) -> None:
+    admission.release(workload.team, workload.quota_class, workload.quota_charge)
+
+
+def _enqueue(task_name: str, workload_id: int) -> None:
+    from jobs import tasks  # the tasks module imports this one
+
+    task = getattr(tasks, task_name)
+    transaction.on_commit(lambda: task.delay(workload_id))
+
+
+# --- requests -------------------------------------------------------------------------
+
+
+def request_workload(user, team: Team, data: Mapping, *, wants_exception: bool = False, reason: str = "") -> Workload:
+    """A user asks for a workload: validate, admit against quota, record, submit after commit.
+
+    Raises ``SpecError`` (field → messages) for bad input and ``admission.QuotaRefused``
+    when it does not fit and no exception was asked for. Nothing is saved in either case.
+    """
+    if not can_use_team(user, team):
+        raise Http404("No such team.")
+    spec = validate(data, team)
+    if Workload.objects.filter(team=team, name=spec.name, state__in=LIVE_STATES, deleted_at__isnull=True).exists():
+        raise SpecError({"name": [f"team {team.slug} already has a live workload named '{spec.name}'"]})
+    offering = Offering.objects.get(slug=spec.offering.slug)
+    try:
+        with transaction.atomic():
+            decision = admission.admit(team, offering, _units(spec), wants_exception=wants_exception)
+            workload = Workload.objects.create(
+                team=team,
+                created_by=user,
+                offering=offering,
+                state=State.PENDING_APPROVAL if decision.pending_approval else State.QUEUED,
+                admission=decision.admission,
+                quota_class=decision.charge.gpu_class if decision.charge else "",
+                quota_charge=decision.charge.amount if decision.charge and not decision.pending_approval else 0,
+                priority_class=decision.priority_class,
+                wants_exception=wants_exception and decision.pending_approval,
+                exception_reason=reason if decision.pending_approval else "",
+                **_fields_of(spec),
+            )
+            record(workload, f"Requested by {user.username}. {decision.message}", actor=user, to_state=workload.state)
+            if workload.state == State.QUEUED:
+                _enqueue("submit_workload", workload.pk)
+    except IntegrityError as exc:
+        if "unique_live_name_per_team" in str(exc):
+            raise SpecError({"name": [f"team {team.slug} already has a live workload named '{spec.name}'"]}) from None
+        raise
+    return workload
+
+
+def _units(spec: WorkloadSpec) -> int:
+    replicas = spec.max_replicas if spec.kind == Kind.ENDPOINT else spec.replicas
+    return spec.gpus_per_replica * replicas
+
+
+def _fields_of(spec: WorkloadSpec) -> dict:
+    return {
+        "kind": spec.kind,
+        "name": spec.name,
+        "gpus_per_replica": spec.gpus_per_replica,
+        "replicas": spec.replicas,
+        "max_replicas": spec.max_replicas,
+        "framework": spec.framework,
+        "image": spec.image,
+        "command": list(spec.command),
+        "args": list(spec.args),
+        "env": dict(spec.env),
+        "labels": dict(spec.labels),
+        "annotations": dict(spec.annotations),
+        "cpu": spec.cpu,
+        "memory": spec.memory,
+        "workspace_gib": spec.workspace_gib,
+        "max_runtime_seconds": spec.max_runtime_seconds,
+        "model_format": spec.model_format,
+        "storage_uri": spec.storage_uri,
+        "canary_traffic_percent": spec.canary_traffic_percent,
+    }
+
+
+# --- submission (Celery) ----------------------------------------------------------------
+
+
+def submit(workload_id: int, cluster) -> bool:
+    """Apply a queued workload's objects to the cluster. Idempotent; True when it moved on.
+
+    Server-side apply with deterministic names makes a retry apply the same objects
+    again. A permanent refusal from the API server (422, 403) fails the workload with the
+    server's causes; transient errors propagate so the task retries with backoff.
+    """
+    from jobs.kube.errors import ClusterError
+    from jobs.kube.manifests import team_objects, workload_objects
+
+    workload = Workload.objects.select_related("team", "offering").filter(pk=workload_id).first()
+    if workload is None or workload.state != State.QUEUED or workload.deleted_at:
+        return False
+    Workload.objects.filter(pk=workload.pk).update(submit_attempts=workload.submit_attempts + 1)
+    objects = workload_objects(spec_of(workload))
+    try:
+        cluster.apply_all(team_objects(team_ref(workload.team), team_quota_map(workload.team)))
+        cluster.apply_all(objects)
+    except ClusterError as exc:
+        if exc.transient:
+            raise
+        fail(workload, f"The cluster refused the workload: {exc.user_message()}")
+        return False
+    moved = _move(
+        workload,
+        [State.QUEUED],
+        State.SUBMITTED,
+        f"Submitted to the cluster ({', '.join(o['kind'] for o in objects)}).",
+        submitted_at=timezone.now(),
+        applied_manifests=objects,
+    )
+    if not moved:
+        # Someone stopped or deleted it while we were applying: take back what we applied.
+        _enqueue("teardown_workload", workload.pk)
+    return moved
+
+
+def team_quota_map(team: Team) -> dict:
+    """Resource name → (guaranteed, limit) for the team's namespace quota and Volcano queue."""
+    from quotas.cluster import team_resource_quota
+
+    return team_resource_quota(team)
+
+
+def fail(workload: Workload, message: str) -> bool:
+    moved = _move(workload, ACTIVE_STATES, State.FAILED, message, finished_at=timezone.now(), state_reason=message)
+    if moved:
+        _release(workload)
+        _enqueue("teardown_workload", workload.pk)
+    return moved
+
+
+# --- user actions --------------------------------------------------------------------
+
+
+def stop(user, workload: Workload, reason: str = "") -> bool:
+    """Stop a live workload. A notebook keeps its object and volume and can be started again."""
+    message = reason or (f"Stopped by {user.username}." if user else "Stopped.")
+    with transaction.atomic():
+        moved = _move(
+            workload,
+            [State.PENDING_APPROVAL, *ACTIVE_STATES],
+            State.STOPPED,
+            message,
+            actor=user,
+            finished_at=timezone.now(),
+            state_reason=message,
+        )
+        if moved:
+            _release(workload)
+            _enqueue("teardown_workload", workload.pk)
+    return moved
+
+
+def start(user, workload: Workload) -> bool:
+    """Start a stopped notebook again; it is admitted against quota like a new request."""
+    if workload.kind != Kind.NOTEBOOK:
+        raise SpecError({"state": ["only notebooks can be started again; submit a new request instead"]})
+    with transaction.atomic():
+        decision = admission.admit(workload.team, workload.offering, workload.gpu_units)
+        moved = _move(
+            workload,
+            [State.STOPPED],
+            State.QUEUED,
+            f"Started by {user.username}. {decision.message}",
+            actor=user,
+            admission=decision.admission,
+            quota_class=decision.charge.gpu_class if decision.charge else "",
+            quota_charge=decision.charge.amount if decision.charge else 0,
+            priority_class=decision.priority_class,
+            finished_at=None,
+            started_at=None,
+            state_reason="",
+        )
+        if not moved:
+            transaction.set_rollback(True)  # give back the quota admit() took
+            return False
+        _enqueue("submit_workload", workload.pk)
+    return True
+
+
+def delete(user, workload: Workload) -> None:
+    """Delete a workload: stop it if needed, hide it, and remove its cluster objects.
+
+    The row stays (soft delete) so that spend and audit history keep their subject.
+    """
+    with transaction.atomic():
+        if workload.state in (State.PENDING_APPROVAL, *ACTIVE_STATES):
+            stop(user, workload, f"Deleted by {user.username}.")
+        Workload.objects.filter(pk=workload.pk, deleted_at__isnull=True).update(deleted_at=timezone.now())
+        record(workload, f"Deleted by {user.username}.", actor=user)
+        _enqueue("teardown_workload", workload.pk)
+
+
+def teardown(workload_id: int, cluster) -> None:
+    """Bring the cluster in line with a workload that should not run. Idempotent.
+
+    A stopped notebook keeps its Notebook object with Kubeflow's stopped annotation
+    (and its workspace); everything else is deleted. 404s count as done.
+    """
+    from jobs.kube.manifests import workload_objects
+
+    workload = Workload.objects.select_related("team", "offering").filter(pk=workload_id).first()
+    if workload is None or (workload.state in ACTIVE_STATES and not workload.deleted_at):
+        return
+    objects = workload_objects(spec_of(workload))
+    if workload.kind == Kind.NOTEBOOK and workload.state == State.STOPPED and not workload.deleted_at:
+        cluster.apply_all(objects)  # carries kubeflow-resource-stopped; the controller removes the pod
+        return
+    for obj in reversed(objects):
+        meta = obj["metadata"]
+        cluster.delete(obj["apiVersion"], obj["kind"], meta["name"], meta.get("namespace"))
+
+
+# --- what the cluster says --------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Observation:
+    """A workload's state as derived from its cluster objects (see jobs.kube.status)."""
+
+    phase: str  # "missing" | "pending" | "running" | "succeeded" | "failed" | "stopped"
+    message: str = ""
+    url: str = ""
+    started_at: datetime | None = None
+
+
+def observe(workload: Workload, seen: Observation) -> bool:
+    """Move a submitted or running workload to what the cluster reports. True if it changed."""
+    now = timezone.now()
+    if seen.phase == "running" and workload.state == State.SUBMITTED:
+        return _move(
+            workload,
+            [State.SUBMITTED],
+            State.RUNNING,
+            seen.message or "Running.",
+            started_at=seen.started_at or now,
+            url=seen.url,
+            cluster_phase=seen.phase,
+            cluster_message="",
+        )
+    if seen.phase in ("succeeded", "failed") and workload.state in (State.SUBMITTED, State.RUNNING):
+        new = State.SUCCEEDED if seen.phase == "succeeded" else State.FAILED
+        with transaction.atomic():
+            moved = _move(
+                workload,
+                [State.SUBMITTED, State.RUNNING],
+                new,
+                seen.message or new.label,
+                finished_at=now,
+                started_at=workload.started_at or seen.started_at or now,
+                cluster_phase=seen.phase,
+                cluster_message=seen.message,
+                state_reason=seen.message,
+            )
+            if moved:
+                _release(workload)
+        return moved
+    # No state change: keep what the page shows (the scheduler's reason, the URL) current.
+    updates = {}
+    if seen.message != workload.cluster_message:
+        updates["cluster_message"] = seen.message
+    if seen.phase != workload.cluster_phase:
+        updates["cluster_phase"] = seen.phase
+    if seen.url and seen.url != workload.url:
+        updates["url"] = seen.url
+    if updates:
+        Workload.objects.filter(pk=workload.pk).update(**updates)
+        for key, value in updates.items():
+            setattr(workload, key, value)
+    return False
+
+
+def enforce_deadline(workload: Workload, now: datetime) -> bool:
+    """Stop a workload that has run past its maximum runtime."""
+    if not workload.max_runtime_seconds or workload.state != State.RUNNING or not workload.started_at:
+        return False
+    if (now - workload.started_at).total_seconds() < workload.max_runtime_seconds:
+        return False
+    hours = workload.max_runtime_seconds / 3600
+    return stop(None, workload, f"Stopped at its maximum runtime of {hours:g} h.")
