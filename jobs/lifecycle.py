@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import datetime
 
 from django.conf import settings
@@ -28,6 +28,7 @@ from django.db import IntegrityError, transaction
 from django.http import Http404
 from django.utils import timezone
 
+from jobs.kube.status import Observed
 from jobs.models import ACTIVE_STATES, LIVE_STATES, Kind, State, Workload, WorkloadEvent
 from jobs.specs import SpecError, TeamRef, WorkloadSpec, validate_request
 from portal.access import can_use_team
@@ -352,17 +353,7 @@ def teardown(workload_id: int, cluster) -> None:
 # --- what the cluster says --------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Observation:
-    """A workload's state as derived from its cluster objects (see jobs.kube.status)."""
-
-    phase: str  # "missing" | "pending" | "running" | "succeeded" | "failed" | "stopped"
-    message: str = ""
-    url: str = ""
-    started_at: datetime | None = None
-
-
-def observe(workload: Workload, seen: Observation) -> bool:
+def observe(workload: Workload, seen: Observed) -> bool:
     """Move a submitted or running workload to what the cluster reports. True if it changed."""
     now = timezone.now()
     if seen.phase == "running" and workload.state == State.SUBMITTED:
@@ -416,3 +407,12 @@ def enforce_deadline(workload: Workload, now: datetime) -> bool:
         return False
     hours = workload.max_runtime_seconds / 3600
     return stop(None, workload, f"Stopped at its maximum runtime of {hours:g} h.")
+
+
+def reapply(workload: Workload, cluster) -> None:
+    """Apply a submitted or running workload's objects again (they vanished from the cluster)."""
+    from jobs.kube.manifests import team_objects, workload_objects
+
+    cluster.apply_all(team_objects(team_ref(workload.team), team_quota_map(workload.team)))
+    cluster.apply_all(workload_objects(spec_of(workload)))
+    record(workload, "Its objects had vanished from the cluster; applied them again.")

@@ -14,4 +14,10 @@ app.autodiscover_tasks()
 
 # Periodic tasks are added here by the apps that own them (reconcile, telemetry,
 # quota expiry), so the whole schedule reads in one place.
-app.conf.beat_schedule = {}
+app.conf.beat_schedule = {
+    "reconcile-workloads": {
+        "task": "jobs.reconcile",
+        "schedule": float(os.environ.get("PORTAL_RECONCILE_INTERVAL_SECONDS", "10")),
+        "options": {"expires": 30},
+    },
+}

@@ -242,6 +242,11 @@ ALLOWED_IMAGE_REGISTRIES = env_list(
     "nvcr.io,docker.io/pytorch,docker.io/library,docker.io/kserve,"
     "docker.io/kubeflownotebookswg,ghcr.io/kubeflow,quay.io/jupyter",
 )
+# The reconcile: how often it runs, when a queued workload's task counts as lost, and
+# how long a finished workload's objects stay (so its logs and events can be read).
+RECONCILE_INTERVAL_SECONDS = env_int("PORTAL_RECONCILE_INTERVAL_SECONDS", 10, minimum=1)
+LOST_TASK_AFTER_SECONDS = env_int("PORTAL_LOST_TASK_AFTER_SECONDS", 60, minimum=1)
+FINISHED_OBJECT_RETENTION_SECONDS = env_int("PORTAL_FINISHED_RETENTION_SECONDS", 3600, minimum=0)
 TEAM_NAMESPACE_PREFIX = os.environ.get("PORTAL_TEAM_NAMESPACE_PREFIX", "team-")
 
 # Demo logins exist only on a laptop; seed_demo refuses to run in production.

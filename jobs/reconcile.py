@@ -1,0 +1,155 @@
+"""The level-triggered reconcile: make the cluster and the database agree.
+
+Runs every few seconds from Celery beat, so nothing is lost when Redis, a worker or
+the cluster was down when a task should have run.
+
+1. Observe: one label-selected list per kind the portal manages (never one GET per
+   object), grouped by the workload-id label.
+2. For each workload that should be in the cluster:
+   - queued for longer than a task takes (its task was lost): submit it now;
+   - submitted or running but its main object vanished: apply it again;
+   - otherwise derive its phase from the objects (a pure function) and record it;
+   - running past its maximum runtime: stop it.
+3. A stopped notebook whose object lost the stopped annotation gets it back.
+4. Every object the portal owns with no workload that should have it is deleted.
+
+A converged world makes no writes: applies and deletes happen only on drift, and the
+database is written only when something changed.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from django.conf import settings
+from django.db.models import Q
+from django.utils import timezone
+
+from jobs import lifecycle
+from jobs.kube.labels import NOTEBOOK_STOPPED_ANNOTATION, WORKLOAD_ID_LABEL, managed_selector
+from jobs.kube.status import derive
+from jobs.models import ACTIVE_STATES, Kind, State, Workload
+
+log = logging.getLogger(__name__)
+
+# Kinds whose objects belong to one workload, and the main kind of each workload type.
+NOTEBOOK = ("kubeflow.org/v1", "Notebook")
+TRAINJOB = ("trainer.kubeflow.org/v1alpha1", "TrainJob")
+VOLCANO_JOB = ("batch.volcano.sh/v1alpha1", "Job")
+ISVC = ("serving.kserve.io/v1beta1", "InferenceService")
+PVC = ("v1", "PersistentVolumeClaim")
+CLAIM_TEMPLATE = ("resource.k8s.io/v1", "ResourceClaimTemplate")
+POD = ("v1", "Pod")
+WORKLOAD_KINDS = (NOTEBOOK, TRAINJOB, VOLCANO_JOB, ISVC, PVC, CLAIM_TEMPLATE)
+
+
+def main_kind(workload: Workload) -> tuple[str, str]:
+    if workload.kind == Kind.NOTEBOOK:
+        return NOTEBOOK
+    if workload.kind == Kind.ENDPOINT:
+        return ISVC
+    return TRAINJOB if workload.framework == "torch" else VOLCANO_JOB
+
+
+def expected_pods(workload: Workload) -> int:
+    return workload.replicas if workload.kind != Kind.NOTEBOOK else 1
+
+
+@dataclass
+class Report:
+    lists: int = 0
+    applied: list[int] = field(default_factory=list)
+    submitted: list[int] = field(default_factory=list)
+    deleted: list[str] = field(default_factory=list)
+    transitions: int = 0
+    seconds: float = 0.0
+
+    @property
+    def writes(self) -> int:
+        return len(self.applied) + len(self.submitted) + len(self.deleted)
+
+
+def _workload_id(obj: dict) -> int | None:
+    raw = (obj["metadata"].get("labels") or {}).get(WORKLOAD_ID_LABEL)
+    return int(raw) if raw and raw.isdigit() else None
+
+
+def _stopped(notebook: dict) -> bool:
+    return NOTEBOOK_STOPPED_ANNOTATION in (notebook["metadata"].get("annotations") or {})
+
+
+def observe_cluster(cluster, report: Report) -> tuple[dict, dict]:
+    """One list per kind: {kind: {workload id: [objects]}} and pods by workload id."""
+    by_kind: dict[tuple[str, str], dict[int, list[dict]]] = {}
+    for api_version, kind in WORKLOAD_KINDS:
+        grouped: dict[int, list[dict]] = defaultdict(list)
+        for obj in cluster.list(api_version, kind, label_selector=managed_selector()):
+            wid = _workload_id(obj)
+            if wid is not None:
+                grouped[wid].append(obj)
+        by_kind[(api_version, kind)] = grouped
+        report.lists += 1
+    pods: dict[int, list[dict]] = defaultdict(list)
+    for pod in cluster.list(*POD, label_selector=managed_selector()):
+        wid = _workload_id(pod)
+        if wid is not None:
+            pods[wid].append(pod)
+    report.lists += 1
+    return by_kind, pods
+
+
+def reconcile(cluster, now=None) -> Report:
+    started = time.monotonic()
+    now = now or timezone.now()
+    report = Report()
+    by_kind, pods = observe_cluster(cluster, report)
+    retention = timedelta(seconds=settings.FINISHED_OBJECT_RETENTION_SECONDS)
+    lost_after = timedelta(seconds=settings.LOST_TASK_AFTER_SECONDS)
+
+    # Workloads that may own objects: active ones, stopped notebooks, and recently finished
+    # ones (their objects stay a while so logs and events can still be read).
+    keep = Workload.objects.filter(
+        Q(state__in=ACTIVE_STATES) | Q(state=State.STOPPED, kind=Kind.NOTEBOOK) | Q(finished_at__gte=now - retention),
+        deleted_at__isnull=True,
+    ).select_related("team", "offering")
+    wanted: set[int] = set()
+    for workload in keep:
+        wanted.add(workload.pk)
+        kind = main_kind(workload)
+        main = (by_kind[kind].get(workload.pk) or [None])[0]
+        if workload.state == State.QUEUED:
+            if now - workload.updated_at > lost_after:
+                log.warning("workload %s was queued for %s: submitting it", workload.pk, now - workload.updated_at)
+                if lifecycle.submit(workload.pk, cluster):
+                    report.submitted.append(workload.pk)
+        elif workload.state in (State.SUBMITTED, State.RUNNING):
+            if main is None:
+                log.warning("workload %s lost its %s: applying it again", workload.pk, kind[1])
+                lifecycle.reapply(workload, cluster)
+                report.applied.append(workload.pk)
+                continue
+            seen = derive(kind[1], main, pods.get(workload.pk, []), expected_pods(workload))
+            if lifecycle.observe(workload, seen):
+                report.transitions += 1
+            if lifecycle.enforce_deadline(workload, now):
+                report.transitions += 1
+        elif workload.state == State.STOPPED and main is not None and not _stopped(main):
+            lifecycle.teardown(workload.pk, cluster)
+            report.applied.append(workload.pk)
+
+    for (api_version, kind), grouped in by_kind.items():
+        for wid, objects in grouped.items():
+            if wid in wanted:
+                continue
+            for obj in objects:
+                meta = obj["metadata"]
+                if meta.get("deletionTimestamp"):
+                    continue
+                cluster.delete(api_version, kind, meta["name"], meta.get("namespace"))
+                report.deleted.append(f"{kind}/{meta.get('namespace', '')}/{meta['name']}")
+    report.seconds = time.monotonic() - started
+    return report

@@ -1,0 +1,54 @@
+"""Celery tasks: an id in, a lifecycle call, a retry policy. Nothing else lives here.
+
+Every task is safe to run twice (``acks_late``: a worker lost mid-task means the task
+runs again): the lifecycle functions are compare-and-set and cluster writes are
+server-side applies and deletes of deterministic names.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from celery import shared_task
+
+from jobs import lifecycle
+from jobs.kube.client import Cluster
+from jobs.kube.errors import ClusterError, backoff_seconds
+
+log = logging.getLogger(__name__)
+
+RETRY = {"bind": True, "acks_late": True, "max_retries": 10, "time_limit": 120, "soft_time_limit": 100}
+
+
+def _retry_later(task, exc: ClusterError):
+    """Transient cluster errors retry with backoff (or the server's Retry-After); others fail."""
+    if not exc.transient:
+        raise exc
+    countdown = getattr(exc, "retry_after", None) or backoff_seconds(task.request.retries)
+    log.warning("%s: %s; retrying in %.1fs", task.name, exc, countdown)
+    raise task.retry(exc=exc, countdown=countdown)
+
+
+@shared_task(name="jobs.submit_workload", **RETRY)
+def submit_workload(self, workload_id: int) -> None:
+    try:
+        lifecycle.submit(workload_id, Cluster.from_settings())
+    except ClusterError as exc:
+        _retry_later(self, exc)
+
+
+@shared_task(name="jobs.teardown_workload", **RETRY)
+def teardown_workload(self, workload_id: int) -> None:
+    try:
+        lifecycle.teardown(workload_id, Cluster.from_settings())
+    except ClusterError as exc:
+        _retry_later(self, exc)
+
+
+@shared_task(name="jobs.reconcile", acks_late=True, time_limit=300, soft_time_limit=280)
+def reconcile() -> dict:
+    from jobs.reconcile import reconcile as run
+
+    # No retry: beat runs it again in a few seconds, and it is level-triggered.
+    report = run(Cluster.from_settings())
+    return {"lists": report.lists, "writes": report.writes, "seconds": round(report.seconds, 3)}
