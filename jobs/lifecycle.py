@@ -67,7 +67,6 @@ def request_data(workload: Workload) -> dict:
         "name": workload.name,
         "offering": workload.offering.slug,
         "gpus_per_replica": workload.gpus_per_replica,
-        "replicas": workload.replicas,
         "image": workload.image,
         "command": list(workload.command),
         "args": list(workload.args),
@@ -79,10 +78,12 @@ def request_data(workload: Workload) -> dict:
     }
     if workload.kind == Kind.NOTEBOOK:
         data["workspace_gib"] = workload.workspace_gib
-    if workload.kind == Kind.TRAINING:
+    elif workload.kind == Kind.TRAINING:
         data["framework"] = workload.framework
+        data["replicas"] = workload.replicas
         data["max_runtime_seconds"] = workload.max_runtime_seconds
-    if workload.kind == Kind.ENDPOINT:
+    else:
+        data["min_replicas"] = workload.replicas
         data["max_replicas"] = workload.max_replicas
         data["model_format"] = workload.model_format
         data["storage_uri"] = workload.storage_uri

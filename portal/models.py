@@ -127,6 +127,10 @@ class Offering(models.Model):
         default=False, help_text="When set, reloading the cluster profile keeps this price."
     )
     is_active = models.BooleanField(default=True)
+    # What the cluster has of this offering, as last observed (jobs.capacity).
+    total_units = models.PositiveIntegerField(null=True, blank=True)
+    free_units = models.PositiveIntegerField(null=True, blank=True)
+    capacity_observed_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["kind", "slug"]
