@@ -176,6 +176,8 @@ def request_workload(user, team: Team, data: Mapping, *, wants_exception: bool =
                 **_fields_of(spec),
             )
             record(workload, f"Requested by {user.username}. {decision.message}", actor=user, to_state=workload.state)
+            if decision.pending_approval:
+                admission.ask_exception(team, workload.pk, decision.charge, user, reason)
             if workload.state == State.QUEUED:
                 _enqueue("submit_workload", workload.pk)
     except IntegrityError as exc:

@@ -96,3 +96,17 @@ def release(team, gpu_class: str, amount: Decimal) -> None:
         used=Greatest(F("used") - amount, Decimal(0)),
         overage=Greatest(F("used") - amount - F("limit"), Decimal(0)),
     )
+
+
+def ask_exception(team, workload_id: int, charge: Charge, user, reason: str) -> None:
+    """Record that a workload waits for a platform admin to allow it over the limit."""
+    from quotas.models import QuotaException
+
+    QuotaException.objects.create(
+        team=team,
+        workload_id=workload_id,
+        gpu_class=charge.gpu_class,
+        amount=charge.amount,
+        requested_by=user,
+        reason=reason,
+    )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from decimal import Decimal
 
+from django.conf import settings
 from django.db import models
 from django.db.models import F, Q
 
@@ -48,3 +49,39 @@ class Quota(models.Model):
 
     def __str__(self) -> str:
         return f"{self.team}: {self.gpu_class} {self.used}/{self.limit}"
+
+
+class Decision(models.TextChoices):
+    PENDING = "pending", "Pending"
+    APPROVED = "approved", "Approved"
+    DENIED = "denied", "Denied"
+    WITHDRAWN = "withdrawn", "Withdrawn"
+
+
+class QuotaException(models.Model):
+    """A member's request to run one workload above the team's limit."""
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="quota_exceptions")
+    workload_id = models.BigIntegerField(unique=True, help_text="The workload waiting for this decision.")
+    gpu_class = models.CharField(max_length=60)
+    amount = models.DecimalField(**GPU_AMOUNT)
+    reason = models.TextField(blank=True)
+    requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="quota_exceptions_requested")
+    requested_at = models.DateTimeField(auto_now_add=True)
+    decision = models.CharField(max_length=20, choices=Decision.choices, default=Decision.PENDING)
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="quota_exceptions_decided"
+    )
+    decided_at = models.DateTimeField(null=True, blank=True)
+    comment = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-requested_at"]
+        constraints = [
+            models.CheckConstraint(
+                condition=~Q(decided_by=F("requested_by")), name="exception_not_decided_by_requester"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.team}: {self.amount} {self.gpu_class} for workload {self.workload_id}"
