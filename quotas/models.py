@@ -66,11 +66,17 @@ class QuotaException(models.Model):
     gpu_class = models.CharField(max_length=60)
     amount = models.DecimalField(**GPU_AMOUNT)
     reason = models.TextField(blank=True)
-    requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="quota_exceptions_requested")
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="quota_exceptions_requested"
+    )
     requested_at = models.DateTimeField(auto_now_add=True)
     decision = models.CharField(max_length=20, choices=Decision.choices, default=Decision.PENDING)
     decided_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="quota_exceptions_decided"
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="quota_exceptions_decided",
     )
     decided_at = models.DateTimeField(null=True, blank=True)
     comment = models.TextField(blank=True)
