@@ -419,3 +419,50 @@ def reapply(workload: Workload, cluster) -> None:
     cluster.apply_all(team_objects(team_ref(workload.team), team_quota_map(workload.team)))
     cluster.apply_all(workload_objects(spec_of(workload)))
     record(workload, "Its objects had vanished from the cluster; applied them again.")
+
+
+# --- quota exceptions -------------------------------------------------------------------
+
+
+def exception_decided(exception, approved: bool, actor) -> bool:
+    """A platform admin approved or denied the exception a pending workload waits for.
+
+    Called (through ``quotas.signals.exception_decided``) in the transaction that records
+    the decision, so the workload and the quota move together or not at all.
+    """
+    workload = Workload.objects.filter(pk=exception.workload_id).select_related("team").first()
+    if workload is None:
+        return False
+    if approved:
+        moved = _move(
+            workload,
+            [State.PENDING_APPROVAL],
+            State.QUEUED,
+            f"Exception approved by {actor.username}." + (f" {exception.comment}" if exception.comment else ""),
+            actor=actor,
+            admission="exception",
+            quota_class=exception.gpu_class,
+            quota_charge=exception.amount,
+        )
+        if moved:
+            _enqueue("submit_workload", workload.pk)
+        return moved
+    message = f"Exception denied by {actor.username}." + (f" {exception.comment}" if exception.comment else "")
+    return _move(
+        workload,
+        [State.PENDING_APPROVAL],
+        State.REJECTED,
+        message,
+        actor=actor,
+        finished_at=timezone.now(),
+        state_reason=message,
+    )
+
+
+def apply_team(team_id: int, cluster) -> None:
+    """The team's cluster objects (namespace, queue, quota, policies) as its quota says now."""
+    from jobs.kube.manifests import team_objects
+
+    team = Team.objects.filter(pk=team_id).first()
+    if team is not None:
+        cluster.apply_all(team_objects(team_ref(team), team_quota_map(team)))

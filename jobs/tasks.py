@@ -52,3 +52,12 @@ def reconcile() -> dict:
     # No retry: beat runs it again in a few seconds, and it is level-triggered.
     report = run(Cluster.from_settings())
     return {"lists": report.lists, "writes": report.writes, "seconds": round(report.seconds, 3)}
+
+
+@shared_task(name="jobs.apply_team", **RETRY)
+def apply_team(self, team_id: int) -> None:
+    """Apply a team's namespace, queue, quota and policies (after a quota change)."""
+    try:
+        lifecycle.apply_team(team_id, Cluster.from_settings())
+    except ClusterError as exc:
+        _retry_later(self, exc)

@@ -146,3 +146,21 @@ class Offering(models.Model):
     @property
     def is_gpu(self) -> bool:
         return self.kind != "cpu"
+
+
+class Notice(models.Model):
+    """A message for one user in the portal (decisions, warnings); also sent by email."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="notices")
+    created_at = models.DateTimeField(default=timezone.now)
+    subject = models.CharField(max_length=200)
+    body = models.TextField(blank=True)
+    link = models.CharField(max_length=300, blank=True, help_text="A portal path to open, e.g. /workloads/12/.")
+    read_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["user", "read_at"])]
+
+    def __str__(self) -> str:
+        return f"{self.user}: {self.subject}"
