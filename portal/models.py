@@ -57,6 +57,8 @@ class Membership(models.Model):
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="memberships")
     role = models.CharField(max_length=20, choices=ROLES, default=MEMBER)
+    # Memberships from single sign-on are re-synchronised at each login; local ones stay.
+    source = models.CharField(max_length=10, choices=[("local", "Local"), ("sso", "Single sign-on")], default="local")
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["user", "team"], name="one_membership_per_team")]
