@@ -90,6 +90,7 @@ INSTALLED_APPS = [
     "portal",
     "quotas",
     "jobs",
+    "usage",
 ]
 
 MIDDLEWARE = [

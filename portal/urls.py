@@ -23,8 +23,10 @@ urlpatterns = [
     # Apps add their own API routes and pages; portal imports none of their modules.
     path("api/v1/", include("jobs.api_urls")),
     path("api/v1/", include("quotas.api_urls")),
+    path("api/v1/", include("usage.api_urls")),
     path("", include("jobs.urls")),
     path("", include("quotas.urls")),
+    path("", include("usage.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
     path("admin/", admin.site.urls),
