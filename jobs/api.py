@@ -151,7 +151,8 @@ class WorkloadViewSet(
     def retrieve(self, request, *args, **kwargs):
         workload = self.get_object()
         body = WorkloadDetailSerializer(workload).data
-        live = inspect.live_details(workload, Cluster.from_settings())
+        with Cluster.from_settings() as cluster:
+            live = inspect.live_details(workload, cluster)
         body.update(events=live.events, pods=live.pods, events_error=live.error)
         return Response(body)
 
@@ -182,9 +183,8 @@ class WorkloadViewSet(
         except ValueError:
             raise ValidationError({"tail": ["must be a whole number"]}) from None
         try:
-            pod, text, pods = inspect.logs(
-                workload, Cluster.from_settings(), pod=request.query_params.get("pod"), tail_lines=tail
-            )
+            with Cluster.from_settings() as cluster:
+                pod, text, pods = inspect.logs(workload, cluster, pod=request.query_params.get("pod"), tail_lines=tail)
         except ClusterError as exc:
             return Response({"detail": f"The cluster did not answer: {exc}"}, status=status.HTTP_502_BAD_GATEWAY)
         return Response({"pod": pod, "pods": pods, "log": text})

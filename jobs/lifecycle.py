@@ -240,7 +240,7 @@ def submit(workload_id: int, cluster) -> bool:
     except ClusterError as exc:
         if exc.transient:
             raise
-        fail(workload, f"The cluster refused the workload: {exc.user_message()}")
+        fail(workload, f"The cluster refused the workload: {exc}")
         return False
     moved = _move(
         workload,

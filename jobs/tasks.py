@@ -32,7 +32,8 @@ def _retry_later(task, exc: ClusterError):
 @shared_task(name="jobs.submit_workload", **RETRY)
 def submit_workload(self, workload_id: int) -> None:
     try:
-        lifecycle.submit(workload_id, Cluster.from_settings())
+        with Cluster.from_settings() as cluster:
+            lifecycle.submit(workload_id, cluster)
     except ClusterError as exc:
         _retry_later(self, exc)
 
@@ -40,7 +41,8 @@ def submit_workload(self, workload_id: int) -> None:
 @shared_task(name="jobs.teardown_workload", **RETRY)
 def teardown_workload(self, workload_id: int) -> None:
     try:
-        lifecycle.teardown(workload_id, Cluster.from_settings())
+        with Cluster.from_settings() as cluster:
+            lifecycle.teardown(workload_id, cluster)
     except ClusterError as exc:
         _retry_later(self, exc)
 
@@ -50,7 +52,8 @@ def reconcile() -> dict:
     from jobs.reconcile import reconcile as run
 
     # No retry: beat runs it again in a few seconds, and it is level-triggered.
-    report = run(Cluster.from_settings())
+    with Cluster.from_settings() as cluster:
+        report = run(cluster)
     return {"lists": report.lists, "writes": report.writes, "seconds": round(report.seconds, 3)}
 
 
@@ -58,6 +61,7 @@ def reconcile() -> dict:
 def apply_team(self, team_id: int) -> None:
     """Apply a team's namespace, queue, quota and policies (after a quota change)."""
     try:
-        lifecycle.apply_team(team_id, Cluster.from_settings())
+        with Cluster.from_settings() as cluster:
+            lifecycle.apply_team(team_id, cluster)
     except ClusterError as exc:
         _retry_later(self, exc)
