@@ -38,21 +38,27 @@ log = logging.getLogger(__name__)
 
 # Kinds whose objects belong to one workload, and the main kind of each workload type.
 NOTEBOOK = ("kubeflow.org/v1", "Notebook")
+STATEFULSET = ("apps/v1", "StatefulSet")  # notebooks on DRA offerings (see manifests.main_object_type)
 TRAINJOB = ("trainer.kubeflow.org/v1alpha1", "TrainJob")
 VOLCANO_JOB = ("batch.volcano.sh/v1alpha1", "Job")
 ISVC = ("serving.kserve.io/v1beta1", "InferenceService")
 PVC = ("v1", "PersistentVolumeClaim")
 CLAIM_TEMPLATE = ("resource.k8s.io/v1", "ResourceClaimTemplate")
 POD = ("v1", "Pod")
-WORKLOAD_KINDS = (NOTEBOOK, TRAINJOB, VOLCANO_JOB, ISVC, PVC, CLAIM_TEMPLATE)
+WORKLOAD_KINDS = (NOTEBOOK, STATEFULSET, TRAINJOB, VOLCANO_JOB, ISVC, PVC, CLAIM_TEMPLATE)
 
 
 def main_kind(workload: Workload) -> tuple[str, str]:
+    """The kind whose status tells the phase, from the row alone (no spec building per tick).
+
+    Mirrors ``jobs.kube.manifests.main_object_type``; a test pins the two together.
+    """
+    dra = workload.offering.request_mode == "dra"
     if workload.kind == Kind.NOTEBOOK:
-        return NOTEBOOK
+        return STATEFULSET if dra else NOTEBOOK
     if workload.kind == Kind.ENDPOINT:
         return ISVC
-    return TRAINJOB if workload.framework == "torch" else VOLCANO_JOB
+    return TRAINJOB if workload.framework == "torch" and not dra else VOLCANO_JOB
 
 
 def expected_pods(workload: Workload) -> int:
@@ -78,8 +84,10 @@ def _workload_id(obj: dict) -> int | None:
     return int(raw) if raw and raw.isdigit() else None
 
 
-def _stopped(notebook: dict) -> bool:
-    return NOTEBOOK_STOPPED_ANNOTATION in (notebook["metadata"].get("annotations") or {})
+def _stopped(main: dict) -> bool:
+    if main.get("kind") == "StatefulSet":
+        return (main.get("spec") or {}).get("replicas") == 0
+    return NOTEBOOK_STOPPED_ANNOTATION in (main["metadata"].get("annotations") or {})
 
 
 def observe_cluster(cluster, report: Report) -> tuple[dict, dict]:

@@ -76,6 +76,8 @@ def derive(kind: str, main: dict | None, pods: Sequence[dict], expected_pods: in
         return Observed("missing")
     if kind == "Notebook":
         return _notebook(main, pods)
+    if kind == "StatefulSet":
+        return _statefulset(main, pods)
     if kind == "TrainJob":
         return _trainjob(main, pods, expected_pods)
     if kind == "Job":
@@ -90,6 +92,15 @@ def _notebook(nb: dict, pods: Sequence[dict]) -> Observed:
         return Observed("stopped")
     ready = (nb.get("status") or {}).get("readyReplicas") or 0
     if ready >= 1 or any(_is_true(p, "Ready") for p in pods):
+        return Observed("running", "Notebook is running.", started_at=_running_since(pods))
+    return Observed("pending", pending_reason(pods))
+
+
+def _statefulset(sts: dict, pods: Sequence[dict]) -> Observed:
+    """A notebook on a DRA offering runs as a plain StatefulSet; stopped means 0 replicas."""
+    if (sts.get("spec") or {}).get("replicas") == 0:
+        return Observed("stopped")
+    if ((sts.get("status") or {}).get("readyReplicas") or 0) >= 1 or any(_is_true(p, "Ready") for p in pods):
         return Observed("running", "Notebook is running.", started_at=_running_since(pods))
     return Observed("pending", pending_reason(pods))
 
