@@ -9,6 +9,14 @@ DEMO_PROFILE = REPO_ROOT / "deploy" / "cluster-profiles" / "demo.yaml"
 SHARED_REFERENCE = REPO_ROOT.parent / "shared" / "reference"
 
 
+@pytest.fixture(autouse=True, scope="session")
+def fast_password_hashing():
+    """Real hashers take ~0.3 s per password on purpose; tests create many users."""
+    from django.conf import settings
+
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
 @pytest.fixture
 def cast(db):
     from tests.cast import make_cast
