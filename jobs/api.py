@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import yaml
+from django.core.exceptions import ImproperlyConfigured
 from django.db.models import Prefetch
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
@@ -151,8 +152,7 @@ class WorkloadViewSet(
     def retrieve(self, request, *args, **kwargs):
         workload = self.get_object()
         body = WorkloadDetailSerializer(workload).data
-        with Cluster.from_settings() as cluster:
-            live = inspect.live_details(workload, cluster)
+        live = inspect.live_details(workload)
         body.update(events=live.events, pods=live.pods, events_error=live.error)
         return Response(body)
 
@@ -185,6 +185,6 @@ class WorkloadViewSet(
         try:
             with Cluster.from_settings() as cluster:
                 pod, text, pods = inspect.logs(workload, cluster, pod=request.query_params.get("pod"), tail_lines=tail)
-        except ClusterError as exc:
+        except (ClusterError, ImproperlyConfigured) as exc:
             return Response({"detail": f"The cluster did not answer: {exc}"}, status=status.HTTP_502_BAD_GATEWAY)
         return Response({"pod": pod, "pods": pods, "log": text})

@@ -9,6 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from django.core.exceptions import ImproperlyConfigured
+
+from jobs.kube.client import Cluster
 from jobs.kube.errors import ClusterError
 from jobs.kube.labels import workload_selector
 from jobs.models import Workload
@@ -33,11 +36,18 @@ def _event_row(event: dict) -> dict:
     }
 
 
-def live_details(workload: Workload, cluster) -> Live:
+def live_details(workload: Workload, cluster=None) -> Live:
     """Kubernetes events of the workload's objects and pods, newest last."""
     live = Live()
     if workload.state in ("pending_approval", "rejected") and not workload.submitted_at:
         return live
+    if cluster is None:
+        try:
+            with Cluster.from_settings() as own:
+                return live_details(workload, own)
+        except ImproperlyConfigured as exc:
+            live.error = f"The cluster is not configured: {exc}"
+            return live
     try:
         pods = cluster.pods_for(workload.team.namespace, workload_selector(workload.pk))
         live.pods = sorted(p["metadata"]["name"] for p in pods)

@@ -47,3 +47,31 @@ def shared_reference() -> Path:
     if not SHARED_REFERENCE.is_dir():
         pytest.skip("../shared/reference is absent (upstream reference data exists only in the project workspace)")
     return SHARED_REFERENCE
+
+
+# --- the sandbox cluster, and the portal pointed at it ------------------------------
+
+
+@pytest.fixture
+def sandbox():
+    from sandbox.testing import running_sandbox
+
+    crd_dir = SHARED_REFERENCE if SHARED_REFERENCE.is_dir() else None
+    with running_sandbox(DEMO_PROFILE, crd_dir=crd_dir, seed=7) as handle:
+        yield handle
+
+
+@pytest.fixture
+def portal_on_sandbox(sandbox, settings):
+    """The portal's settings point at the sandbox, as `make run` does with its kubeconfig."""
+    settings.KUBE_CONFIG = str(sandbox.kubeconfig_path)
+    settings.KUBE_REQUEST_TIMEOUT = 5
+    return sandbox
+
+
+@pytest.fixture
+def kube(portal_on_sandbox):
+    from jobs.kube.client import Cluster
+
+    with Cluster.from_settings() as cluster:
+        yield cluster
