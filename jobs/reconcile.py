@@ -43,9 +43,10 @@ TRAINJOB = ("trainer.kubeflow.org/v1alpha1", "TrainJob")
 VOLCANO_JOB = ("batch.volcano.sh/v1alpha1", "Job")
 ISVC = ("serving.kserve.io/v1beta1", "InferenceService")
 PVC = ("v1", "PersistentVolumeClaim")
+SERVICE = ("v1", "Service")  # DRA notebooks get one, as Kubeflow's controller would make
 CLAIM_TEMPLATE = ("resource.k8s.io/v1", "ResourceClaimTemplate")
 POD = ("v1", "Pod")
-WORKLOAD_KINDS = (NOTEBOOK, STATEFULSET, TRAINJOB, VOLCANO_JOB, ISVC, PVC, CLAIM_TEMPLATE)
+WORKLOAD_KINDS = (NOTEBOOK, STATEFULSET, TRAINJOB, VOLCANO_JOB, ISVC, PVC, SERVICE, CLAIM_TEMPLATE)
 
 
 def main_kind(workload: Workload) -> tuple[str, str]:
@@ -62,7 +63,11 @@ def main_kind(workload: Workload) -> tuple[str, str]:
 
 
 def expected_pods(workload: Workload) -> int:
-    return workload.replicas if workload.kind != Kind.NOTEBOOK else 1
+    if workload.kind == Kind.NOTEBOOK:
+        return 1
+    if workload.kind == Kind.TRAINING and workload.framework == "mpi":
+        return workload.replicas + 1  # the launcher runs beside the workers
+    return workload.replicas
 
 
 @dataclass
