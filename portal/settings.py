@@ -8,7 +8,9 @@ start with a message naming the variable, rather than misbehaving later.
 
 from __future__ import annotations
 
+import json
 import os
+import re
 from pathlib import Path
 
 import dj_database_url
@@ -19,7 +21,7 @@ VAR_DIR = Path(os.environ.get("PORTAL_VAR_DIR", BASE_DIR / "var"))
 
 
 def env_str(name: str, default: str | None = None) -> str:
-    value = os.environ.get(name, default)
+    value = os.environ.get(name) or default
     if value is None or value == "":
         raise ImproperlyConfigured(f"{name} must be set (PORTAL_ENV={PORTAL_ENV})")
     return value
@@ -265,3 +267,90 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
 }
+
+# --- SSO (OpenID Connect) -----------------------------------------------------------
+# Off unless OIDC_ISSUER is set; then the login page offers "Sign in with SSO" next to
+# local accounts. Endpoints come from the issuer's discovery document (fetched on first
+# use, not here) unless given below. Group claims map to team memberships and roles,
+# re-synchronised at each login (portal/oidc.py; README "Single sign-on").
+OIDC_ISSUER = os.environ.get("OIDC_ISSUER", "").strip().rstrip("/")
+OIDC_ENABLED = bool(OIDC_ISSUER)
+OIDC_RP_CLIENT_ID = os.environ.get("OIDC_CLIENT_ID", "")
+OIDC_RP_CLIENT_SECRET = os.environ.get("OIDC_CLIENT_SECRET", "")
+if OIDC_ENABLED and not (OIDC_RP_CLIENT_ID and OIDC_RP_CLIENT_SECRET):
+    raise ImproperlyConfigured("OIDC_CLIENT_ID and OIDC_CLIENT_SECRET must be set when OIDC_ISSUER is")
+if OIDC_ENABLED and PRODUCTION and not OIDC_ISSUER.startswith("https://"):
+    raise ImproperlyConfigured(f"OIDC_ISSUER must be an https:// URL in production, not {OIDC_ISSUER!r}")
+OIDC_OP_AUTHORIZATION_ENDPOINT = os.environ.get("OIDC_AUTHORIZATION_ENDPOINT", "")
+OIDC_OP_TOKEN_ENDPOINT = os.environ.get("OIDC_TOKEN_ENDPOINT", "")
+OIDC_OP_USER_ENDPOINT = os.environ.get("OIDC_USERINFO_ENDPOINT", "")
+OIDC_OP_JWKS_ENDPOINT = os.environ.get("OIDC_JWKS_ENDPOINT", "")
+OIDC_RP_SIGN_ALGO = os.environ.get("OIDC_SIGN_ALGO", "RS256")
+if OIDC_RP_SIGN_ALGO[:2] not in ("RS", "ES", "PS"):
+    # HS* would verify ID tokens with the client secret: anyone holding it could mint them.
+    raise ImproperlyConfigured(f"OIDC_SIGN_ALGO must be an RS/ES/PS algorithm, not {OIDC_RP_SIGN_ALGO!r}")
+OIDC_RP_SCOPES = os.environ.get("OIDC_SCOPES", "openid email profile")
+OIDC_USE_PKCE = True
+OIDC_TIMEOUT = env_int("OIDC_TIMEOUT_SECONDS", 10, minimum=1)
+OIDC_USERNAME_CLAIM = os.environ.get("OIDC_USERNAME_CLAIM", "preferred_username")
+OIDC_GROUPS_CLAIM = os.environ.get("OIDC_GROUPS_CLAIM", "groups")
+# A group name pattern with {team} (a team slug) and optionally {role} ("member" or
+# "admin"), e.g. "gpu-{team}-{role}"; and/or an explicit JSON map
+# {"<group>": ["<team slug>", "member" | "team_admin"]}, which wins for a group both match.
+OIDC_TEAM_GROUP_PATTERN = os.environ.get("OIDC_TEAM_GROUP_PATTERN", "")
+if OIDC_TEAM_GROUP_PATTERN and (
+    "{team}" not in OIDC_TEAM_GROUP_PATTERN
+    or set(re.findall(r"\{[^}]*\}", OIDC_TEAM_GROUP_PATTERN)) - {"{team}", "{role}"}
+    or OIDC_TEAM_GROUP_PATTERN.count("{team}") != 1
+    or OIDC_TEAM_GROUP_PATTERN.count("{role}") > 1
+):
+    raise ImproperlyConfigured(
+        f"OIDC_TEAM_GROUP_PATTERN must contain {{team}} once and {{role}} at most once, not {OIDC_TEAM_GROUP_PATTERN!r}"
+    )
+try:
+    OIDC_GROUP_MAP = json.loads(os.environ.get("OIDC_GROUP_MAP") or "{}")
+except ValueError as exc:
+    raise ImproperlyConfigured(f"OIDC_GROUP_MAP is not JSON: {exc}") from None
+if not isinstance(OIDC_GROUP_MAP, dict) or not all(
+    isinstance(v, list) and len(v) == 2 and isinstance(v[0], str) and v[1] in ("member", "team_admin")
+    for v in OIDC_GROUP_MAP.values()
+):
+    raise ImproperlyConfigured('OIDC_GROUP_MAP must be a JSON object {"group": ["team-slug", "member|team_admin"]}')
+# Members of this group are platform admins (staff) while they are in it.
+OIDC_ADMIN_GROUP = os.environ.get("OIDC_ADMIN_GROUP", "")
+# A local account (one with a password) whose username an SSO login claims is refused
+# unless this is on: otherwise whoever controls that name at the identity provider
+# would take the local account over, including a break-glass admin.
+OIDC_LINK_LOCAL_USERS = env_bool("OIDC_LINK_LOCAL_USERS", False)
+OIDC_AUTHENTICATION_CALLBACK_URL = "oidc_authentication_callback"
+LOGIN_REDIRECT_URL_FAILURE = "login"
+AUTHENTICATION_BACKENDS = ["django.contrib.auth.backends.ModelBackend"]
+if OIDC_ENABLED:
+    AUTHENTICATION_BACKENDS.append("portal.oidc.SSOBackend")
+# The login page shows the SSO button only when it is configured.
+TEMPLATES[0]["OPTIONS"]["context_processors"].append("portal.oidc.sso")
+
+# --- Rate limits ----------------------------------------------------------------------
+# The cache holds the API rate counters, shared by every web process through Redis.
+# Keys are prefixed; never call cache.clear() in production: on Redis it empties the
+# whole database, the Celery broker's queues included when they share REDIS_URL.
+CACHES = {
+    "default": (
+        {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": REDIS_URL,
+            "KEY_PREFIX": "portal",
+            "OPTIONS": {"socket_connect_timeout": 2, "socket_timeout": 2},
+        }
+        if REDIS_URL
+        else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
+    )
+}
+# Requests per API token (or per user for session calls) and window: N/second,
+# N/minute, N/hour or N/day; "off" disables the limit. Over it: 429 with Retry-After.
+API_RATE = os.environ.get("PORTAL_API_RATE", "600/min").strip().lower()
+if API_RATE not in ("", "off") and not re.fullmatch(r"[1-9][0-9]*/(s|sec|second|m|min|minute|h|hour|d|day)", API_RATE):
+    raise ImproperlyConfigured(f"PORTAL_API_RATE must look like 600/min (or be off), not {API_RATE!r}")
+if API_RATE not in ("", "off"):
+    REST_FRAMEWORK["DEFAULT_THROTTLE_CLASSES"] = ["portal.throttling.ApiRateThrottle"]
+    REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"] = {"api": API_RATE}
