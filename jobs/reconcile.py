@@ -31,6 +31,7 @@ from django.utils import timezone
 
 from jobs import lifecycle
 from jobs.kube.labels import NOTEBOOK_STOPPED_ANNOTATION, WORKLOAD_ID_LABEL, managed_selector
+from jobs.kube.manifests import cluster_objects
 from jobs.kube.status import derive
 from jobs.models import ACTIVE_STATES, Kind, State, Workload
 
@@ -77,11 +78,12 @@ class Report:
     submitted: list[int] = field(default_factory=list)
     deleted: list[str] = field(default_factory=list)
     transitions: int = 0
+    cluster_objects_applied: bool = False
     seconds: float = 0.0
 
     @property
     def writes(self) -> int:
-        return len(self.applied) + len(self.submitted) + len(self.deleted)
+        return len(self.applied) + len(self.submitted) + len(self.deleted) + int(self.cluster_objects_applied)
 
 
 def _workload_id(obj: dict) -> int | None:
@@ -115,10 +117,28 @@ def observe_cluster(cluster, report: Report) -> tuple[dict, dict]:
     return by_kind, pods
 
 
+def ensure_cluster_objects(cluster, report: Report) -> None:
+    """The PriorityClasses and ClusterTrainingRuntimes every workload relies on.
+
+    Level-triggered like the rest: listed each pass, applied only when one is missing.
+    """
+    wanted = {(o["kind"], o["metadata"]["name"]) for o in cluster_objects()}
+    present = set()
+    for api_version, kind in {(o["apiVersion"], o["kind"]) for o in cluster_objects()}:
+        present |= {
+            (kind, o["metadata"]["name"]) for o in cluster.list(api_version, kind, label_selector=managed_selector())
+        }
+        report.lists += 1
+    if wanted - present:
+        cluster.apply_all(cluster_objects())
+        report.cluster_objects_applied = True
+
+
 def reconcile(cluster, now=None) -> Report:
     started = time.monotonic()
     now = now or timezone.now()
     report = Report()
+    ensure_cluster_objects(cluster, report)
     by_kind, pods = observe_cluster(cluster, report)
     retention = timedelta(seconds=settings.FINISHED_OBJECT_RETENTION_SECONDS)
     lost_after = timedelta(seconds=settings.LOST_TASK_AFTER_SECONDS)

@@ -65,3 +65,12 @@ def apply_team(self, team_id: int) -> None:
             lifecycle.apply_team(team_id, cluster)
     except ClusterError as exc:
         _retry_later(self, exc)
+
+
+@shared_task(name="jobs.refresh_capacity", acks_late=True, time_limit=120, soft_time_limit=100)
+def refresh_capacity() -> int:
+    """What is free in the cluster per offering, for the request form's picker."""
+    from jobs.capacity import refresh_capacity as run
+
+    with Cluster.from_settings() as cluster:
+        return run(cluster)

@@ -20,4 +20,9 @@ app.conf.beat_schedule = {
         "schedule": float(os.environ.get("PORTAL_RECONCILE_INTERVAL_SECONDS", "10")),
         "options": {"expires": 30},
     },
+    "refresh-capacity": {
+        "task": "jobs.refresh_capacity",
+        "schedule": 30.0,
+        "options": {"expires": 60},
+    },
 }

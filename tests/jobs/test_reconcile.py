@@ -57,7 +57,7 @@ def test_a_notebook_on_a_mig_slice_reaches_running_and_a_converged_world_makes_n
     assert w.state == State.RUNNING
     report = reconcile(kube)
     assert (report.writes, report.transitions) == (0, 0)
-    assert report.lists == 9  # one list per kind, whatever the number of workloads
+    assert report.lists == 11  # one list per kind, whatever the number of workloads
 
 
 def test_an_object_that_vanished_is_applied_again(cast, big_quota, sandbox, kube):
