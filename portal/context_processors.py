@@ -7,6 +7,7 @@ from portal.access import is_platform_admin, visible_teams
 # (label, URL name, platform admins only). Sections appear once their pages exist.
 NAV = [
     ("Workloads", "workload-list", False),
+    ("Presets", "preset-list", False),
     ("Quotas", "quota-overview", False),
     ("Usage", "usage-dashboard", False),
     ("Approvals", "approvals-console", True),
