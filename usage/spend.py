@@ -1,0 +1,434 @@
+"""What GPUs cost: allocated, used and idle, per workload, team and day, and for the cluster.
+
+Rules (every report, page and export follows them):
+
+- **Allocated cost** = units held × offering price per hour × hours held. A MIG slice
+  or shared GPU's offering is already priced per unit (its share of the pool's GPU
+  price, unless an admin set its own), so units × price is right for every kind.
+- **To the minute, touched minutes count**: a run holds its GPUs from its start
+  truncated down to the minute to its end (``finished_at``, or now) rounded *up* to
+  the minute. A run of 10:00:40–10:02:05 is charged 10:00–10:03, three minutes; a
+  run that starts and ends inside one minute is charged one. Periods (days, months,
+  report ranges) are whole minutes, so a run's minutes in consecutive periods add up
+  to its total exactly: a run across midnight or across a month end is split there.
+- **Money is exact**: sums are kept in *price-minutes* (``Decimal``: units × price ×
+  minutes, no division), converted to currency (÷ 60) and rounded to cents only when
+  shown. When several rounded amounts are shown next to their total, the cents are
+  distributed by largest remainder (ties in order), so the shown parts add up to the
+  shown total.
+- **Used cost** weighs allocated cost by measured GPU activity (the workload's mean
+  for that day); **idle cost** = allocated − used. A day with no samples counts as
+  used: we do not call a team idle when we did not measure (sampler down, CPU work).
+- **Every cent of the cluster's GPU cost is attributed**: cluster cost per hour = Σ
+  over GPU node pools of GPUs × pool price (the cluster profile). Teams are charged
+  what their workloads were allocated on GPU offerings; the remainder is **cluster
+  idle**. It can be negative for a pool only where an admin priced an offering above
+  its share of the pool price, or where two runs touched the same minute of a device
+  (handover minutes are charged to both).
+- Runs: a workload's current run is (``started_at``, ``finished_at``); earlier runs of
+  a notebook that was stopped and started again are kept in ``WorkloadRun``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, timedelta
+from decimal import ROUND_HALF_EVEN, Decimal
+from fractions import Fraction
+from functools import lru_cache
+from pathlib import Path
+
+from django.conf import settings
+from django.db.models import Q, Sum
+from django.utils import timezone
+
+from jobs.models import Workload
+from portal.cluster_profile import load_profile
+from usage.models import WorkloadDay, WorkloadRun
+
+MINUTE = timedelta(minutes=1)
+DAY = timedelta(days=1)
+CENT = Decimal("0.01")
+ZERO = Decimal(0)
+
+
+# --- time ---------------------------------------------------------------------------------------
+
+
+def floor_minute(at: datetime) -> datetime:
+    return at.replace(second=0, microsecond=0)
+
+
+def ceil_minute(at: datetime) -> datetime:
+    floored = floor_minute(at)
+    return floored if floored == at else floored + MINUTE
+
+
+def held_interval(started_at: datetime | None, finished_at: datetime | None, now: datetime):
+    """The minutes a run is charged for: [start floored, end rounded up), at least one minute."""
+    if started_at is None:
+        return None
+    start = floor_minute(started_at)
+    end = ceil_minute(finished_at or now)
+    return (start, max(end, start + MINUTE))
+
+
+def overlap_minutes(interval, period_start: datetime, period_end: datetime) -> int:
+    if interval is None:
+        return 0
+    lo, hi = max(interval[0], period_start), min(interval[1], period_end)
+    return max(int((hi - lo) / MINUTE), 0)
+
+
+def day_start(d: date) -> datetime:
+    return datetime(d.year, d.month, d.day, tzinfo=UTC)
+
+
+def month_start(at: datetime) -> datetime:
+    at = at.astimezone(UTC)
+    return datetime(at.year, at.month, 1, tzinfo=UTC)
+
+
+def next_month(start: datetime) -> datetime:
+    return start.replace(year=start.year + 1, month=1) if start.month == 12 else start.replace(month=start.month + 1)
+
+
+# --- money ---------------------------------------------------------------------------------------
+
+
+def money(price_minutes: Decimal) -> Decimal:
+    """Price-minutes → currency, rounded to the cent (banker's rounding)."""
+    return (Decimal(price_minutes) / 60).quantize(CENT, rounding=ROUND_HALF_EVEN)
+
+
+def split_cents(parts: Mapping, total: Decimal | None = None) -> dict:
+    """Round each part (price-minutes) to cents so that the rounded parts add up to the rounded total.
+
+    Largest remainder: every part gets its amount rounded down, then the cents left
+    go to the parts with the largest remainders (ties: in the mapping's order).
+    """
+    total = sum(parts.values(), ZERO) if total is None else total
+    target = int(money(total) / CENT)
+    floors, remainders = {}, []
+    for i, (key, pm) in enumerate(parts.items()):
+        exact = Decimal(pm) / 60 / CENT
+        floor = math.floor(exact)
+        floors[key] = floor
+        remainders.append((-(exact - floor), i, key))
+    left = target - sum(floors.values())
+    remainders.sort()
+    step = 1 if left >= 0 else -1
+    order = remainders if left >= 0 else list(reversed(remainders))
+    for _, _, key in order[: abs(left)]:
+        floors[key] += step
+    return {key: Decimal(cents) * CENT for key, cents in floors.items()}
+
+
+@dataclass(frozen=True)
+class Estimate:
+    per_hour: Decimal
+    total: Decimal | None  # for the maximum runtime; None when there is none
+    minutes: int | None
+
+
+def estimate(offering, units: int, max_runtime_seconds: int | None) -> Estimate:
+    """What a request will cost per hour and, at most, over its maximum runtime (pure)."""
+    per_hour = Decimal(offering.price_per_hour) * units
+    if not max_runtime_seconds:
+        return Estimate(per_hour.quantize(CENT), None, None)
+    minutes = math.ceil(max_runtime_seconds / 60)
+    return Estimate(per_hour.quantize(CENT), money(per_hour * minutes), minutes)
+
+
+# --- lines: one workload, one day -----------------------------------------------------------------
+
+
+@dataclass
+class Line:
+    workload_id: int
+    workload_name: str
+    team_id: int
+    team_slug: str
+    user_id: int
+    username: str
+    offering_id: int
+    offering_slug: str
+    gpu_class: str
+    pool: str
+    is_gpu: bool
+    day: date
+    units: int
+    share: Fraction
+    minutes: int
+    price: Decimal
+    activity: float | None  # measured mean activity that day, None when not measured
+
+    @property
+    def allocated(self) -> Decimal:
+        """Price-minutes."""
+        return self.price * self.units * self.minutes
+
+    @property
+    def used(self) -> Decimal:
+        if self.activity is None or not self.is_gpu:
+            return self.allocated
+        return (self.allocated * Decimal(str(round(self.activity, 6)))).quantize(Decimal("0.000001"))
+
+    @property
+    def idle(self) -> Decimal:
+        return self.allocated - self.used
+
+    @property
+    def gpu_hours(self) -> Fraction:
+        return self.share * self.units * self.minutes / 60 if self.is_gpu else Fraction(0)
+
+
+def _runs(workloads: list[Workload], now: datetime) -> dict[int, list[tuple[datetime, datetime]]]:
+    """Each workload's charged intervals: earlier runs from WorkloadRun, the current one from the row."""
+    earlier: dict[int, dict[datetime, datetime | None]] = defaultdict(dict)
+    for wid, started, finished in WorkloadRun.objects.filter(workload__in=[w.pk for w in workloads]).values_list(
+        "workload_id", "started_at", "finished_at"
+    ):
+        earlier[wid][started] = finished
+    runs = {}
+    for w in workloads:
+        spans = dict(earlier.get(w.pk, {}))
+        if w.started_at is not None:
+            spans[w.started_at] = w.finished_at
+        intervals = []
+        for started, finished in sorted(spans.items()):
+            if finished is None and w.started_at != started:
+                continue  # an earlier run whose end was never recorded: charge nothing rather than forever
+            intervals.append(held_interval(started, finished, now))
+        runs[w.pk] = intervals
+    return runs
+
+
+def workloads_between(start: datetime, end: datetime, workloads=None):
+    """Workloads that may have held GPUs in [start, end): one query, related rows joined.
+
+    The workload's own run, or an earlier one from ``WorkloadRun`` (a subquery, not a
+    join, so no DISTINCT over every column). Fields no cost needs are deferred.
+    """
+    qs = Workload.objects.all() if workloads is None else workloads
+    overlaps = Q(finished_at__isnull=True) | Q(finished_at__gte=start - MINUTE)
+    earlier = WorkloadRun.objects.filter(overlaps, started_at__lt=end).values("workload_id")
+    return (
+        qs.filter((Q(started_at__lt=end) & overlaps) | Q(pk__in=earlier))
+        .select_related("team", "created_by", "offering")
+        .defer(*HEAVY_FIELDS)
+    )
+
+
+HEAVY_FIELDS = (
+    "applied_manifests",
+    "command",
+    "args",
+    "env",
+    "labels",
+    "annotations",
+    "cluster_message",
+    "state_reason",
+    "exception_reason",
+    "image",
+    "storage_uri",
+    "url",
+)
+
+
+def lines(start: datetime, end: datetime, workloads=None, now: datetime | None = None) -> list[Line]:
+    """Per workload per day cost lines for [start, end) (minute-aligned). Three queries."""
+    now = now or timezone.now()
+    end = min(end, ceil_minute(now))
+    if end <= start:
+        return []
+    rows = list(workloads_between(start, end, workloads))
+    runs = _runs(rows, now)
+    activity = {
+        (wid, day): (act / n if n else None)
+        for wid, day, act, n in WorkloadDay.objects.filter(
+            workload__in=[w.pk for w in rows], day__gte=start.date(), day__lt=(end + DAY).date()
+        ).values_list("workload_id", "day", "activity_minutes", "device_minutes")
+    }
+    out: list[Line] = []
+    for w in rows:
+        offering = w.offering
+        share = Fraction(offering.share_numerator, offering.share_denominator or 1)
+        gpu_class = f"{offering.gpu_model}/{offering.mig_profile}" if offering.mig_profile else offering.gpu_model
+        per_day: dict[date, int] = defaultdict(int)
+        for interval in runs[w.pk]:
+            lo, hi = max(interval[0], start), min(interval[1], end)
+            d = lo.date()
+            while lo < hi:
+                boundary = min(day_start(d) + DAY, hi)
+                per_day[d] += int((boundary - lo) / MINUTE)
+                lo, d = boundary, d + DAY
+        for d, minutes in sorted(per_day.items()):
+            if minutes <= 0:
+                continue
+            out.append(
+                Line(
+                    workload_id=w.pk,
+                    workload_name=w.name,
+                    team_id=w.team_id,
+                    team_slug=w.team.slug,
+                    user_id=w.created_by_id,
+                    username=w.created_by.get_username(),
+                    offering_id=offering.pk,
+                    offering_slug=offering.slug,
+                    gpu_class=gpu_class or "cpu",
+                    pool=offering.pool,
+                    is_gpu=offering.kind != "cpu",
+                    day=d,
+                    units=w.gpu_units,
+                    share=share,
+                    minutes=minutes,
+                    price=Decimal(offering.price_per_hour),
+                    activity=activity.get((w.pk, d)),
+                )
+            )
+    return out
+
+
+# --- totals --------------------------------------------------------------------------------------
+
+
+@dataclass
+class Total:
+    key: object
+    label: str
+    allocated: Decimal = ZERO  # price-minutes
+    used: Decimal = ZERO
+    minutes: int = 0
+    gpu_hours: Fraction = Fraction(0)
+    workloads: set = field(default_factory=set)
+
+    @property
+    def idle(self) -> Decimal:
+        return self.allocated - self.used
+
+    @property
+    def activity(self) -> float | None:
+        return float(self.used / self.allocated) if self.allocated else None
+
+    def add(self, line: Line) -> None:
+        self.allocated += line.allocated
+        self.used += line.used
+        self.minutes += line.minutes
+        self.gpu_hours += line.gpu_hours
+        self.workloads.add(line.workload_id)
+
+
+GROUPS = {
+    "team": lambda ln: (ln.team_id, ln.team_slug),
+    "user": lambda ln: (ln.user_id, ln.username),
+    "workload": lambda ln: (ln.workload_id, f"{ln.team_slug}/{ln.workload_name}"),
+    "offering": lambda ln: (ln.offering_id, ln.offering_slug),
+    "day": lambda ln: (ln.day, ln.day.isoformat()),
+}
+
+
+def group(all_lines: Iterable[Line], by: str) -> list[Total]:
+    totals: dict = {}
+    for ln in all_lines:
+        key, label = GROUPS[by](ln)
+        totals.setdefault(key, Total(key, label)).add(ln)
+    return sorted(totals.values(), key=lambda t: (t.label if by == "day" else -t.allocated, str(t.key)))
+
+
+def workload_cost(workload: Workload, now: datetime | None = None) -> Total:
+    """One workload's cost so far (all its runs)."""
+    now = now or timezone.now()
+    total = Total(workload.pk, workload.name)
+    far_past = datetime(2000, 1, 1, tzinfo=UTC)
+    for ln in lines(far_past, ceil_minute(now), Workload.objects.filter(pk=workload.pk), now):
+        total.add(ln)
+    return total
+
+
+def team_month_spend(team, now: datetime | None = None) -> Decimal:
+    """Price-minutes the team was allocated this calendar month (UTC), all offerings."""
+    now = now or timezone.now()
+    start = month_start(now)
+    return sum((ln.allocated for ln in lines(start, next_month(start), Workload.objects.filter(team=team), now)), ZERO)
+
+
+# --- the cluster ----------------------------------------------------------------------------------
+
+
+@lru_cache(maxsize=4)
+def _pools(path: str, mtime: float) -> tuple[tuple[str, str, int, Decimal], ...]:
+    profile = load_profile(path)
+    return tuple(
+        (p.name, p.gpu_model.key, p.nodes * p.gpus_per_node, p.gpu_price_per_hour)
+        for p in profile.pools.values()
+        if p.has_gpus
+    )
+
+
+def gpu_pools(profile_path: str | Path | None = None) -> tuple[tuple[str, str, int, Decimal], ...]:
+    """(pool, GPU model, GPUs, price per GPU-hour) of every GPU pool of the cluster profile."""
+    path = Path(profile_path or settings.CLUSTER_PROFILE)
+    return _pools(str(path), path.stat().st_mtime)
+
+
+@dataclass
+class ClusterAccount:
+    """The cluster's GPU cost over [start, end) and who it is attributed to (price-minutes)."""
+
+    start: datetime
+    end: datetime
+    cost: Decimal
+    by_team: dict[int, Decimal]
+    by_pool: dict[str, tuple[Decimal, Decimal]]  # pool → (cost, allocated)
+    team_slugs: dict[int, str]
+
+    @property
+    def allocated(self) -> Decimal:
+        return sum(self.by_team.values(), ZERO)
+
+    @property
+    def idle(self) -> Decimal:
+        return self.cost - self.allocated
+
+    def shown(self) -> dict:
+        """Team slugs and 'cluster idle' → cents that add up to the shown cluster cost."""
+        parts = {
+            self.team_slugs[t]: pm for t, pm in sorted(self.by_team.items(), key=lambda kv: self.team_slugs[kv[0]])
+        }
+        parts["cluster idle"] = self.idle
+        return split_cents(parts, self.cost)
+
+
+def cluster_account(start: datetime, end: datetime, now: datetime | None = None, profile_path=None) -> ClusterAccount:
+    now = now or timezone.now()
+    end = min(end, ceil_minute(now))
+    minutes = max(int((end - start) / MINUTE), 0)
+    by_pool = {name: (Decimal(gpus) * price * minutes, ZERO) for name, _, gpus, price in gpu_pools(profile_path)}
+    by_team: dict[int, Decimal] = defaultdict(lambda: ZERO)
+    slugs = {}
+    for ln in lines(start, end, None, now):
+        if not ln.is_gpu:
+            continue
+        by_team[ln.team_id] += ln.allocated
+        slugs[ln.team_id] = ln.team_slug
+        cost, allocated = by_pool.get(ln.pool, (ZERO, ZERO))
+        by_pool[ln.pool] = (cost, allocated + ln.allocated)
+    return ClusterAccount(start, end, sum((c for c, _ in by_pool.values()), ZERO), dict(by_team), by_pool, slugs)
+
+
+def measured_activity(workload_ids: Iterable[int], start: date, end: date) -> dict[int, float]:
+    """Mean measured activity per workload over days [start, end)."""
+    out = {}
+    for wid, act, n in (
+        WorkloadDay.objects.filter(workload__in=list(workload_ids), day__gte=start, day__lt=end)
+        .values("workload_id")
+        .annotate(a=Sum("activity_minutes"), n=Sum("device_minutes"))
+        .values_list("workload_id", "a", "n")
+    ):
+        if n:
+            out[wid] = act / n
+    return out
