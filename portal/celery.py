@@ -25,4 +25,8 @@ app.conf.beat_schedule = {
         "schedule": 30.0,
         "options": {"expires": 60},
     },
+    "usage-sample-gpus": {"task": "usage.sample_gpus", "schedule": 60.0, "options": {"expires": 50}},
+    "usage-check-idle-notebooks": {"task": "usage.check_idle_notebooks", "schedule": 60.0, "options": {"expires": 50}},
+    "usage-check-budgets": {"task": "usage.check_budgets", "schedule": 300.0, "options": {"expires": 240}},
+    "usage-prune": {"task": "usage.prune", "schedule": 86400.0},
 }
