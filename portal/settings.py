@@ -285,15 +285,15 @@ OIDC_OP_AUTHORIZATION_ENDPOINT = os.environ.get("OIDC_AUTHORIZATION_ENDPOINT", "
 OIDC_OP_TOKEN_ENDPOINT = os.environ.get("OIDC_TOKEN_ENDPOINT", "")
 OIDC_OP_USER_ENDPOINT = os.environ.get("OIDC_USERINFO_ENDPOINT", "")
 OIDC_OP_JWKS_ENDPOINT = os.environ.get("OIDC_JWKS_ENDPOINT", "")
-OIDC_RP_SIGN_ALGO = os.environ.get("OIDC_SIGN_ALGO", "RS256")
+OIDC_RP_SIGN_ALGO = os.environ.get("OIDC_SIGN_ALGO") or "RS256"
 if OIDC_RP_SIGN_ALGO[:2] not in ("RS", "ES", "PS"):
     # HS* would verify ID tokens with the client secret: anyone holding it could mint them.
     raise ImproperlyConfigured(f"OIDC_SIGN_ALGO must be an RS/ES/PS algorithm, not {OIDC_RP_SIGN_ALGO!r}")
-OIDC_RP_SCOPES = os.environ.get("OIDC_SCOPES", "openid email profile")
+OIDC_RP_SCOPES = os.environ.get("OIDC_SCOPES") or "openid email profile"
 OIDC_USE_PKCE = True
 OIDC_TIMEOUT = env_int("OIDC_TIMEOUT_SECONDS", 10, minimum=1)
-OIDC_USERNAME_CLAIM = os.environ.get("OIDC_USERNAME_CLAIM", "preferred_username")
-OIDC_GROUPS_CLAIM = os.environ.get("OIDC_GROUPS_CLAIM", "groups")
+OIDC_USERNAME_CLAIM = os.environ.get("OIDC_USERNAME_CLAIM") or "preferred_username"
+OIDC_GROUPS_CLAIM = os.environ.get("OIDC_GROUPS_CLAIM") or "groups"
 # A group name pattern with {team} (a team slug) and optionally {role} ("member" or
 # "admin"), e.g. "gpu-{team}-{role}"; and/or an explicit JSON map
 # {"<group>": ["<team slug>", "member" | "team_admin"]}, which wins for a group both match.
@@ -323,7 +323,6 @@ OIDC_ADMIN_GROUP = os.environ.get("OIDC_ADMIN_GROUP", "")
 # would take the local account over, including a break-glass admin.
 OIDC_LINK_LOCAL_USERS = env_bool("OIDC_LINK_LOCAL_USERS", False)
 OIDC_AUTHENTICATION_CALLBACK_URL = "oidc_authentication_callback"
-LOGIN_REDIRECT_URL_FAILURE = "login"
 AUTHENTICATION_BACKENDS = ["django.contrib.auth.backends.ModelBackend"]
 if OIDC_ENABLED:
     AUTHENTICATION_BACKENDS.append("portal.oidc.SSOBackend")
@@ -348,9 +347,9 @@ CACHES = {
 }
 # Requests per API token (or per user for session calls) and window: N/second,
 # N/minute, N/hour or N/day; "off" disables the limit. Over it: 429 with Retry-After.
-API_RATE = os.environ.get("PORTAL_API_RATE", "600/min").strip().lower()
-if API_RATE not in ("", "off") and not re.fullmatch(r"[1-9][0-9]*/(s|sec|second|m|min|minute|h|hour|d|day)", API_RATE):
+API_RATE = (os.environ.get("PORTAL_API_RATE") or "600/min").strip().lower()
+if API_RATE != "off" and not re.fullmatch(r"[1-9][0-9]*/(s|sec|second|m|min|minute|h|hour|d|day)", API_RATE):
     raise ImproperlyConfigured(f"PORTAL_API_RATE must look like 600/min (or be off), not {API_RATE!r}")
-if API_RATE not in ("", "off"):
+if API_RATE != "off":
     REST_FRAMEWORK["DEFAULT_THROTTLE_CLASSES"] = ["portal.throttling.ApiRateThrottle"]
     REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"] = {"api": API_RATE}

@@ -14,6 +14,7 @@ urlpatterns = [
     path("", views.home, name="home"),
     path("login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("oidc/", include("portal.oidc")),
     path("profile/", views.profile, name="profile"),
     path("profile/tokens/<int:pk>/revoke/", views.revoke_token, name="revoke-token"),
     path("team/switch/", views.switch_team, name="switch-team"),
