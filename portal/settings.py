@@ -216,6 +216,12 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    # Several models have a "kind" or "state"; name each enum after its owner.
+    "ENUM_NAME_OVERRIDES": {
+        "WorkloadKindEnum": "jobs.models.Kind",
+        "WorkloadStateEnum": "jobs.models.State",
+        "OfferingKindEnum": "portal.models.Offering.KINDS",
+    },
 }
 
 # --- Celery ---------------------------------------------------------------------

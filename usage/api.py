@@ -14,6 +14,8 @@ from datetime import date, timedelta
 
 from django.http import HttpResponse
 from django.utils import timezone
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -69,9 +71,25 @@ def _amounts(keys_and_totals):
     return {k: (allocated[k], used[k], allocated[k] - used[k]) for k, _ in keys_and_totals}
 
 
+RANGE_PARAMETERS = [
+    OpenApiParameter("start", OpenApiTypes.DATE, description="first day (UTC), default: 30 days ago"),
+    OpenApiParameter("end", OpenApiTypes.DATE, description="last day (UTC, included), default: today"),
+    OpenApiParameter("team", str, description="team slug; default: all your teams"),
+]
+
+
 class UsageView(APIView):
     """GET /api/v1/usage/?group_by=team|user|workload|offering|day&start=&end=&team="""
 
+    @extend_schema(
+        tags=["usage"],
+        parameters=[
+            OpenApiParameter("group_by", str, enum=["team", "user", "workload", "offering", "day"]),
+            *RANGE_PARAMETERS,
+        ],
+        responses={200: OpenApiTypes.OBJECT},
+        description="Allocated, used and idle GPU cost, grouped. Amounts are strings with two decimals.",
+    )
     def get(self, request):
         group_by = request.query_params.get("group_by", "team")
         if group_by not in spend.GROUPS:
@@ -132,6 +150,12 @@ CSV_COLUMNS = [
 class ExportView(APIView):
     """GET /api/v1/usage/export.csv?start=&end=&team= — one row per team, user, workload, GPU class and day."""
 
+    @extend_schema(
+        tags=["usage"],
+        parameters=RANGE_PARAMETERS,
+        responses={(200, "text/csv"): OpenApiTypes.STR},
+        description="Chargeback export as CSV.",
+    )
     def get(self, request):
         start, end, lines = _lines(request)
         lines.sort(key=lambda ln: (ln.day, ln.team_slug, ln.username, ln.workload_id))
@@ -166,6 +190,12 @@ class ExportView(APIView):
 class RightsizingView(APIView):
     """GET /api/v1/usage/rightsizing/?team= — running workloads and those finished in the last 30 days."""
 
+    @extend_schema(
+        tags=["usage"],
+        parameters=[OpenApiParameter("team", str, description="team slug; default: all your teams")],
+        responses={200: OpenApiTypes.OBJECT},
+        description="The smallest offering that would have served each workload, and what it would save.",
+    )
     def get(self, request):
         since = timezone.now() - timedelta(days=30)
         scoped = scoped_workloads(request).filter(deleted_at__isnull=True)
