@@ -19,7 +19,7 @@ from django.db import transaction
 from django.db.models import F
 from django.db.models.functions import Greatest
 
-from quotas.gpu_classes import Charge, charge_for
+from quotas.gpu_classes import Charge, charge_for, mig_class
 from quotas.models import Quota
 
 PRIORITY_GUARANTEED = "gpu-portal-guaranteed"
@@ -45,6 +45,18 @@ def fmt(amount: Decimal) -> str:
     return f"{rounded.normalize():f}" if rounded == rounded.to_integral() else f"{rounded:f}"
 
 
+def _profile_classes(team, offering) -> set[str]:
+    """The team's quota of a MIG slice's own profile, if any: the only class ``charge_for`` asks about.
+
+    Other offerings draw on their model's quota whatever else the team has, so they skip
+    this query (it runs before the lock; admission is one SELECT FOR UPDATE and one UPDATE).
+    """
+    if offering.kind != "mig":
+        return set()
+    profile = mig_class(offering.gpu_model, offering.mig_profile)
+    return set(Quota.objects.filter(team=team, gpu_class=profile).values_list("gpu_class", flat=True))
+
+
 def _quota_for(team, charge: Charge, offering) -> Quota | None:
     quota = Quota.objects.select_for_update().filter(team=team, gpu_class=charge.gpu_class).first()
     if quota and offering.kind == "mig" and charge.gpu_class == offering.gpu_model and not quota.count_mig_slices:
@@ -56,8 +68,7 @@ def admit(team, offering, units: int, *, wants_exception: bool = False) -> Decis
     """Decide and record the quota of a new request. Must run inside ``transaction.atomic``."""
     if not transaction.get_connection().in_atomic_block:
         raise RuntimeError("admit() must run inside the transaction that creates the workload")
-    classes = set(Quota.objects.filter(team=team).values_list("gpu_class", flat=True))
-    charge = charge_for(offering, units, classes)
+    charge = charge_for(offering, units, _profile_classes(team, offering))
     if charge is None:
         return Decision("guaranteed", False, None, PRIORITY_GUARANTEED, "CPU-only work needs no GPU quota.")
     quota = _quota_for(team, charge, offering)

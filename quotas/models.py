@@ -7,8 +7,9 @@ from decimal import Decimal
 from django.conf import settings
 from django.db import models
 from django.db.models import F, Q
+from django.utils import timezone
 
-from portal.models import Team
+from portal.models import Membership, Team
 
 GPU_AMOUNT = {"max_digits": 12, "decimal_places": 6}
 
@@ -91,3 +92,185 @@ class QuotaException(models.Model):
 
     def __str__(self) -> str:
         return f"{self.team}: {self.amount} {self.gpu_class} for workload {self.workload_id}"
+
+
+class RequestState(models.TextChoices):
+    PENDING = "pending", "Pending"
+    APPROVED = "approved", "Approved"
+    DENIED = "denied", "Denied"
+    WITHDRAWN = "withdrawn", "Withdrawn"
+    EXPIRED = "expired", "Expired"
+
+
+class QuotaRequestQuerySet(models.QuerySet):
+    def visible_to(self, user) -> QuotaRequestQuerySet:
+        """Members see their teams' requests; platform admins see all of them."""
+        if not user.is_authenticated:
+            return self.none()
+        if user.is_staff:
+            return self
+        return self.filter(team__memberships__user=user)
+
+
+class QuotaRequest(models.Model):
+    """A team admin's request to change the team's quota of one GPU class.
+
+    ``guaranteed`` and ``limit`` are the values asked for; an empty one keeps the value
+    the quota has when the request is approved. A request with ``until`` is temporary:
+    once approved, ``expires_at`` is set and ``restore_guaranteed``/``restore_limit`` keep
+    the values the quota goes back to (``quotas.expiry``).
+    """
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="quota_requests")
+    gpu_class = models.CharField(max_length=60)
+    guaranteed = models.DecimalField(max_digits=10, decimal_places=4, null=True, blank=True)
+    limit = models.DecimalField(max_digits=10, decimal_places=4, null=True, blank=True)
+    until = models.DateField(
+        null=True, blank=True, help_text="Temporary until this day (UTC midnight); empty: permanent."
+    )
+    justification = models.TextField()
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="quota_requests_filed"
+    )
+    requested_at = models.DateTimeField(auto_now_add=True)
+    state = models.CharField(max_length=20, choices=RequestState.choices, default=RequestState.PENDING)
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="quota_requests_decided",
+    )
+    decided_at = models.DateTimeField(null=True, blank=True)
+    comment = models.TextField(blank=True)
+    # Temporary grants, once approved.
+    expires_at = models.DateTimeField(null=True, blank=True)
+    restore_guaranteed = models.DecimalField(max_digits=10, decimal_places=4, null=True, blank=True)
+    restore_limit = models.DecimalField(max_digits=10, decimal_places=4, null=True, blank=True)
+    expiry_warned_at = models.DateTimeField(null=True, blank=True)
+    ended_at = models.DateTimeField(null=True, blank=True)
+    end_note = models.CharField(max_length=200, blank=True)
+
+    objects = QuotaRequestQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-requested_at", "-id"]
+        indexes = [
+            models.Index(fields=["state", "expires_at"]),
+            models.Index(fields=["team", "-requested_at"]),
+        ]
+        constraints = [
+            models.CheckConstraint(
+                condition=~Q(decided_by=F("requested_by")), name="quota_request_not_decided_by_requester"
+            ),
+            models.CheckConstraint(
+                condition=Q(guaranteed__isnull=False) | Q(limit__isnull=False), name="quota_request_asks_something"
+            ),
+            models.CheckConstraint(
+                condition=Q(guaranteed__isnull=True) | Q(limit__isnull=True) | Q(guaranteed__lte=F("limit")),
+                name="quota_request_guaranteed_within_limit",
+            ),
+            models.CheckConstraint(
+                condition=Q(guaranteed__gte=0) | Q(guaranteed__isnull=True), name="quota_request_guaranteed_positive"
+            ),
+            models.CheckConstraint(
+                condition=Q(limit__gte=0) | Q(limit__isnull=True), name="quota_request_limit_positive"
+            ),
+            # Two pending requests for one class would contradict each other.
+            models.UniqueConstraint(
+                fields=["team", "gpu_class"], condition=Q(state="pending"), name="one_pending_request_per_class"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"#{self.pk} {self.team}: {self.gpu_class} ({self.state})"
+
+    @property
+    def is_temporary(self) -> bool:
+        return self.until is not None
+
+    @property
+    def is_active_grant(self) -> bool:
+        return self.state == RequestState.APPROVED and self.expires_at is not None and self.ended_at is None
+
+
+class AuditQuerySet(models.QuerySet):
+    def visible_to(self, user) -> AuditQuerySet:
+        """Platform admins read everything; team admins read their own teams' entries."""
+        if not user.is_authenticated:
+            return self.none()
+        if user.is_staff:
+            return self
+        return self.filter(team__memberships__user=user, team__memberships__role=Membership.TEAM_ADMIN)
+
+
+class AuditEntry(models.Model):
+    """Who changed what of a team's quota, when and why. Written by ``quotas.audit.record``."""
+
+    class Action(models.TextChoices):
+        QUOTA_CHANGED = "quota.changed", "Quota changed"
+        REQUEST_FILED = "request.filed", "Quota request filed"
+        REQUEST_APPROVED = "request.approved", "Quota request approved"
+        REQUEST_DENIED = "request.denied", "Quota request denied"
+        REQUEST_WITHDRAWN = "request.withdrawn", "Quota request withdrawn"
+        GRANT_EXPIRED = "grant.expired", "Temporary grant ended"
+        EXCEPTION_APPROVED = "exception.approved", "Exception approved"
+        EXCEPTION_DENIED = "exception.denied", "Exception denied"
+        EXCEPTION_WITHDRAWN = "exception.withdrawn", "Exception withdrawn"
+        USAGE_CORRECTED = "usage.corrected", "Usage corrected"
+
+    at = models.DateTimeField(default=timezone.now, db_index=True)
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="quota_audit_entries",
+        help_text="Empty for the portal itself (expiry, usage re-count).",
+    )
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="quota_audit_entries")
+    action = models.CharField(max_length=30, choices=Action.choices)
+    gpu_class = models.CharField(max_length=60, blank=True)
+    before = models.JSONField(default=dict, blank=True)
+    after = models.JSONField(default=dict, blank=True)
+    reason = models.TextField(blank=True)
+    request = models.ForeignKey(
+        QuotaRequest, null=True, blank=True, on_delete=models.SET_NULL, related_name="audit_entries"
+    )
+    exception = models.ForeignKey(
+        QuotaException, null=True, blank=True, on_delete=models.SET_NULL, related_name="audit_entries"
+    )
+
+    objects = AuditQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-at", "-id"]
+        indexes = [models.Index(fields=["team", "-at"])]
+        verbose_name_plural = "audit entries"
+
+    def __str__(self) -> str:
+        return f"{self.at:%Y-%m-%d %H:%M} {self.team} {self.action} {self.gpu_class}"
+
+    @property
+    def actor_name(self) -> str:
+        return self.actor.username if self.actor_id else "portal"
+
+
+class QuotaDrift(models.Model):
+    """A re-count found ``Quota.used`` differing from what active workloads hold; it was corrected."""
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="quota_drifts")
+    gpu_class = models.CharField(max_length=60)
+    recorded = models.DecimalField(**GPU_AMOUNT, help_text="Quota.used before the correction.")
+    expected = models.DecimalField(**GPU_AMOUNT, help_text="The sum of the active workloads' charges.")
+    detected_at = models.DateTimeField(default=timezone.now, db_index=True)
+
+    class Meta:
+        ordering = ["-detected_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.team}: {self.gpu_class} recorded {self.recorded}, expected {self.expected}"
+
+    @property
+    def difference(self) -> Decimal:
+        return self.recorded - self.expected
