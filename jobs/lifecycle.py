@@ -278,6 +278,10 @@ def stop(user, workload: Workload, reason: str = "") -> bool:
     """Stop a live workload. A notebook keeps its object and volume and can be started again."""
     message = reason or (f"Stopped by {user.username}." if user else "Stopped.")
     with transaction.atomic():
+        if workload.state == State.PENDING_APPROVAL:
+            from quotas.approvals import withdraw_exception
+
+            withdraw_exception(workload.pk, actor=user)  # nobody needs to decide it any more
         moved = _move(
             workload,
             [State.PENDING_APPROVAL, *ACTIVE_STATES],
@@ -457,6 +461,25 @@ def exception_decided(exception, approved: bool, actor) -> bool:
         finished_at=timezone.now(),
         state_reason=message,
     )
+
+
+def recount_quota_usage() -> None:
+    """Correct each quota's ``used`` from what active workloads hold (drift shown to admins)."""
+    from django.db.models import Sum
+
+    from quotas.usage import recount
+
+    def held():
+        rows = (
+            Workload.objects.active()
+            .exclude(quota_class="")
+            .values("team_id", "quota_class")
+            .annotate(total=Sum("quota_charge"))
+            .values_list("team_id", "quota_class", "total")
+        )
+        return {(team_id, gpu_class): total for team_id, gpu_class, total in rows}
+
+    recount(held)  # a callable: read while the quota rows are locked
 
 
 def apply_team(team_id: int, cluster) -> None:

@@ -12,7 +12,7 @@ from quotas.signals import exception_decided, quota_changed
 def move_the_waiting_workload(sender, exception, approved, actor, **kwargs):
     from jobs import lifecycle
 
-    lifecycle.exception_decided(exception, approved, actor)
+    return lifecycle.exception_decided(exception, approved, actor)
 
 
 @receiver(quota_changed)

@@ -74,3 +74,8 @@ def refresh_capacity() -> int:
 
     with Cluster.from_settings() as cluster:
         return run(cluster)
+
+
+@shared_task(name="jobs.recount_quota_usage", acks_late=True, time_limit=120, soft_time_limit=100)
+def recount_quota_usage() -> None:
+    lifecycle.recount_quota_usage()

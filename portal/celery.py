@@ -29,4 +29,11 @@ app.conf.beat_schedule = {
     "usage-check-idle-notebooks": {"task": "usage.check_idle_notebooks", "schedule": 60.0, "options": {"expires": 50}},
     "usage-check-budgets": {"task": "usage.check_budgets", "schedule": 300.0, "options": {"expires": 240}},
     "usage-prune": {"task": "usage.prune", "schedule": 86400.0},
+    "quotas-expire-grants": {"task": "quotas.expire_grants", "schedule": 60.0, "options": {"expires": 50}},
+    "quotas-warn-expiring-grants": {
+        "task": "quotas.warn_expiring_grants",
+        "schedule": 900.0,
+        "options": {"expires": 600},
+    },
+    "jobs-recount-quota-usage": {"task": "jobs.recount_quota_usage", "schedule": 300.0, "options": {"expires": 240}},
 }

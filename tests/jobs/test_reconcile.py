@@ -92,7 +92,7 @@ def test_a_workload_whose_submit_task_was_lost_is_submitted_by_the_reconcile(
 
 
 def test_a_training_run_succeeds_after_its_simulated_duration(cast, big_quota, sandbox, kube):
-    w = submitted(cast, training(annotations={"sandbox.gpu-portal.io/duration-seconds": "120"}), kube)
+    w = submitted(cast, training(annotations={"sandbox.local/duration-seconds": "120"}), kube)
     converge(sandbox, kube)
     assert Workload.objects.get(pk=w.pk).state == State.RUNNING
     sandbox.advance(180)

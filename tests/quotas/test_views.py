@@ -9,7 +9,8 @@ from decimal import Decimal
 
 import pytest
 
-from portal.models import Notice
+from jobs.models import Workload
+from portal.models import Notice, Offering
 from quotas.models import AuditEntry, Quota, QuotaException, QuotaRequest
 from quotas.requests import file_request, set_quota
 from tests.quotas.conftest import make_quota
@@ -118,9 +119,21 @@ def test_withdrawing_from_the_overview(client, cast, quotas):
 @pytest.fixture
 def pending(cast, quotas):
     request = file_request(cast.bob, cast.nlp, gpu_class="H100-80GB", limit=8, justification="Fine-tuning")
+    # A real workload waits for the exception: approving it moves the workload (jobs listens).
+    waiting = Workload.objects.create(
+        team=cast.vision,
+        created_by=cast.alice,
+        kind="training",
+        name="waiting",
+        framework="torch",
+        offering=Offering.objects.get(slug="h100-80gb"),
+        replicas=3,
+        image="nvcr.io/nvidia/pytorch:24.10-py3",
+        state="pending_approval",
+    )
     exception = QuotaException.objects.create(
         team=cast.vision,
-        workload_id=4242,
+        workload_id=waiting.pk,
         gpu_class="H100-80GB",
         amount=Decimal(3),
         requested_by=cast.alice,

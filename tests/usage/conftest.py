@@ -102,7 +102,7 @@ def gpu_pod(sandbox):
                 "metadata": {
                     "name": name,
                     "labels": labels if workload_id is not None else {"app": "someone-elses"},
-                    "annotations": {"sandbox.gpu-portal.io/activity": str(activity)} if activity is not None else {},
+                    "annotations": {"sandbox.local/activity": str(activity)} if activity is not None else {},
                 },
                 "spec": {
                     "nodeSelector": {"nvidia.com/gpu.product": product},

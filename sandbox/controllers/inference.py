@@ -1,0 +1,305 @@
+"""The KServe InferenceService controller (predictor only).
+
+Each distinct predictor spec is a revision ``<name>-predictor-0000N``; its pods are
+``<name>-predictor-<hash>-<random>`` (``minReplicas`` of them, default 1), built from
+``spec.predictor.model`` (modelFormat + storageUri -> a serving runtime image with a
+storage-initializer) or from custom ``containers``. When the spec changes and
+``canaryTrafficPercent`` is set, the previous rolled-out revision keeps its pods and
+traffic is split; without it (or at 100) the new revision takes all traffic once
+ready and the old pods go. Status follows KServe: ``url``, ``address``,
+``components.predictor`` (revisions and traffic), ``PredictorReady``,
+``IngressReady`` and ``Ready`` conditions, ``modelStatus``.
+
+Not simulated: transformers, explainers, autoscaling beyond minReplicas, scale to zero.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from sandbox.controllers.base import PODS, Ctx, set_condition
+from sandbox.controllers.batch import owned_pods, sandbox_annotations
+from sandbox.errors import ApiError
+from sandbox.patches import clone
+from sandbox.podutil import owner_reference
+
+ISVCS = "serving.kserve.io/inferenceservices"
+MANAGER = "kserve-controller-manager"
+RUNTIME_IMAGES = {
+    "sklearn": "kserve/sklearnserver:v0.15.0",
+    "xgboost": "kserve/xgbserver:v0.15.0",
+    "lightgbm": "kserve/lgbserver:v0.15.0",
+    "pytorch": "pytorch/torchserve-kfs:0.9.0",
+    "tensorflow": "tensorflow/serving:2.6.2",
+    "onnx": "nvcr.io/nvidia/tritonserver:24.08-py3",
+    "triton": "nvcr.io/nvidia/tritonserver:24.08-py3",
+    "huggingface": "kserve/huggingfaceserver:v0.15.0",
+    "vllm": "kserve/huggingfaceserver:v0.15.0-gpu",
+    "pmml": "kserve/pmmlserver:v0.15.0",
+    "paddle": "kserve/paddleserver:v0.15.0",
+}
+_FRAMEWORKS = (
+    "sklearn",
+    "xgboost",
+    "lightgbm",
+    "pytorch",
+    "tensorflow",
+    "onnx",
+    "triton",
+    "huggingface",
+    "pmml",
+    "paddle",
+)
+# Predictor fields that are not pod spec fields (or do not make a new revision).
+_NOT_POD = {
+    "model",
+    "containers",
+    "minReplicas",
+    "maxReplicas",
+    "canaryTrafficPercent",
+    "scaleTarget",
+    "scaleMetric",
+    "scaleMetricType",
+    "autoScaling",
+    "containerConcurrency",
+    "timeout",
+    "batcher",
+    "logger",
+    "labels",
+    "annotations",
+    "deploymentStrategy",
+    "storageUris",
+    "workerSpec",
+    "storageContainerName",
+    "serviceAccount",
+    *_FRAMEWORKS,
+}
+_SCALING = {
+    "canaryTrafficPercent",
+    "minReplicas",
+    "maxReplicas",
+    "scaleTarget",
+    "scaleMetric",
+    "scaleMetricType",
+    "autoScaling",
+}
+HASH_LABEL = "pod-template-hash"
+# Satisfies the restricted Pod Security level, so predictors can run in locked-down namespaces.
+RESTRICTED_CONTAINER = {
+    "allowPrivilegeEscalation": False,
+    "capabilities": {"drop": ["ALL"]},
+    "runAsNonRoot": True,
+    "seccompProfile": {"type": "RuntimeDefault"},
+}
+
+
+def _revision_hash(predictor: dict[str, Any]) -> str:
+    spec = {k: v for k, v in predictor.items() if k not in _SCALING}
+    return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:10]
+
+
+def _containers(isvc: dict[str, Any], predictor: dict[str, Any]) -> tuple[list, list]:
+    name = isvc["metadata"]["name"]
+    if predictor.get("containers"):
+        containers = clone(predictor["containers"])
+        if containers and not containers[0].get("name"):
+            containers[0]["name"] = "kserve-container"
+        return containers, []
+    model = clone(
+        predictor.get("model")
+        or next(({**predictor[f], "modelFormat": {"name": f}} for f in _FRAMEWORKS if f in predictor), {})
+    )
+    fmt = ((model.get("modelFormat") or {}).get("name") or "sklearn").lower()
+    storage = model.pop("storageUri", None)
+    model.pop("modelFormat", None)
+    model.pop("runtime", None)
+    model.pop("protocolVersion", None)
+    model.pop("storage", None)
+    container = {
+        "name": "kserve-container",
+        "image": model.pop("image", None) or RUNTIME_IMAGES.get(fmt, RUNTIME_IMAGES["sklearn"]),
+        "args": model.pop("args", None) or [f"--model_name={name}", "--model_dir=/mnt/models", "--http_port=8080"],
+        "ports": [{"containerPort": 8080, "name": "http1", "protocol": "TCP"}],
+        **model,
+    }
+    init = []
+    if storage:
+        container.setdefault("env", []).append({"name": "STORAGE_URI", "value": storage})
+        container.setdefault("volumeMounts", []).append(
+            {"name": "kserve-provision-location", "mountPath": "/mnt/models", "readOnly": True}
+        )
+        init.append(
+            {
+                "name": "storage-initializer",
+                "image": "kserve/storage-initializer:v0.15.0",
+                "securityContext": dict(RESTRICTED_CONTAINER),
+                "args": [storage, "/mnt/models"],
+                "resources": {"requests": {"cpu": "100m", "memory": "100Mi"}, "limits": {"cpu": "1", "memory": "1Gi"}},
+                "volumeMounts": [{"name": "kserve-provision-location", "mountPath": "/mnt/models"}],
+            }
+        )
+    return [container], init
+
+
+def _build_pod(ctx: Ctx, isvc: dict[str, Any], revision: dict[str, Any]) -> dict[str, Any]:
+    meta = isvc["metadata"]
+    name, ns = meta["name"], meta["namespace"]
+    predictor = revision["predictor"]
+    containers, init = _containers(isvc, predictor)
+    spec = {k: clone(v) for k, v in predictor.items() if k not in _NOT_POD}
+    spec["containers"] = containers
+    if init:
+        spec["initContainers"] = init + (spec.get("initContainers") or [])
+        spec.setdefault("volumes", []).append({"name": "kserve-provision-location", "emptyDir": {}})
+    if predictor.get("serviceAccount") and not spec.get("serviceAccountName"):
+        spec["serviceAccountName"] = predictor["serviceAccount"]
+    labels = {
+        **(predictor.get("labels") or {}),
+        "app": f"isvc.{name}-predictor",
+        "component": "predictor",
+        "serving.kserve.io/inferenceservice": name,
+        HASH_LABEL: revision["hash"],
+    }
+    annotations = {
+        **(predictor.get("annotations") or {}),
+        **sandbox_annotations(isvc),
+        "serving.kserve.io/revision": revision["name"],
+    }
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": f"{name}-predictor-{revision['hash']}-{ctx.api.random_suffix()}",
+            "namespace": ns,
+            "labels": labels,
+            "annotations": annotations,
+            "ownerReferences": [owner_reference(isvc)],
+        },
+        "spec": spec,
+    }
+
+
+def _ready(pod: dict[str, Any]) -> bool:
+    return pod.get("status", {}).get("phase") == "Running" and not pod["metadata"].get("deletionTimestamp")
+
+
+def reconcile(ctx: Ctx) -> None:
+    memo = ctx.memo("inference")
+    for isvc in ctx.items(ISVCS):
+        meta = isvc["metadata"]
+        if meta.get("deletionTimestamp"):
+            continue
+        name, ns = meta["name"], meta["namespace"]
+        predictor = (isvc.get("spec") or {}).get("predictor") or {}
+        state = memo.setdefault(meta["uid"], {"revisions": [], "rolled": None, "previous": None})
+        digest = _revision_hash(predictor)
+        revisions = state["revisions"]
+        if not revisions or revisions[-1]["hash"] != digest:
+            number = len(revisions) + 1
+            revisions.append({"name": f"{name}-predictor-{number:05d}", "hash": digest, "predictor": clone(predictor)})
+        latest = revisions[-1]
+        canary = predictor.get("canaryTrafficPercent")
+        replicas = max(1, int(predictor.get("minReplicas") if predictor.get("minReplicas") is not None else 1))
+        pods = [p for p in owned_pods(ctx, isvc) if not p["metadata"].get("deletionTimestamp")]
+        by_hash: dict[str, list[dict[str, Any]]] = {}
+        for pod in pods:
+            by_hash.setdefault((pod["metadata"].get("labels") or {}).get(HASH_LABEL, ""), []).append(pod)
+        latest_ready = sum(1 for p in by_hash.get(latest["hash"], []) if _ready(p))
+        split = canary is not None and 0 <= int(canary) < 100 and state["rolled"] not in (None, latest["name"])
+        if latest_ready >= 1 and not split and state["rolled"] != latest["name"]:
+            state["previous"], state["rolled"] = state["rolled"], latest["name"]  # promote the new revision
+        keep = {latest["hash"]}
+        if split:
+            rolled = next((r for r in revisions if r["name"] == state["rolled"]), None)
+            if rolled:
+                keep.add(rolled["hash"])
+        elif latest_ready < 1 and state["rolled"]:
+            rolled = next((r for r in revisions if r["name"] == state["rolled"]), None)
+            if rolled:
+                keep.add(rolled["hash"])  # keep serving until the new revision is ready
+        for digest_, group in by_hash.items():
+            if digest_ not in keep:
+                for pod in group:
+                    ctx.delete(PODS, ns, pod["metadata"]["name"])
+        for revision in revisions:
+            if revision["hash"] not in keep:
+                continue
+            have = [p for p in by_hash.get(revision["hash"], []) if p.get("status", {}).get("phase") != "Failed"]
+            for _ in range(replicas - len(have)):
+                try:
+                    ctx.create(PODS, _build_pod(ctx, isvc, revision), MANAGER)
+                except ApiError as exc:
+                    ctx.warn(isvc, "InternalError", f"fails to create predictor pod: {exc.message}", MANAGER)
+                    break
+        pods = [p for p in owned_pods(ctx, isvc) if not p["metadata"].get("deletionTimestamp")]
+        ready_by_hash: dict[str, int] = {}
+        for pod in pods:
+            if _ready(pod):
+                h = (pod["metadata"].get("labels") or {}).get(HASH_LABEL, "")
+                ready_by_hash[h] = ready_by_hash.get(h, 0) + 1
+        latest_ready = ready_by_hash.get(latest["hash"], 0)
+        ctx.set_status(ISVCS, isvc, _status(ctx, isvc, state, latest, latest_ready, split, canary), MANAGER)
+
+
+def _status(
+    ctx: Ctx,
+    isvc: dict[str, Any],
+    state: dict[str, Any],
+    latest: dict[str, Any],
+    latest_ready: int,
+    split: bool,
+    canary: Any,
+) -> dict[str, Any]:
+    meta = isvc["metadata"]
+    name, ns = meta["name"], meta["namespace"]
+    old = isvc.get("status") or {}
+    ready = latest_ready >= 1 or (split and state["rolled"] is not None)
+    if split:
+        traffic = [
+            {"revisionName": latest["name"], "percent": int(canary), "latestRevision": True, "tag": "latest"},
+            {"revisionName": state["rolled"], "percent": 100 - int(canary), "latestRevision": False, "tag": "prev"},
+        ]
+    elif state["rolled"]:
+        traffic = [
+            {"revisionName": state["rolled"], "percent": 100, "latestRevision": state["rolled"] == latest["name"]}
+        ]
+    else:
+        traffic = []
+    predictor_status: dict[str, Any] = {
+        "latestCreatedRevision": latest["name"],
+        "url": f"http://{name}-predictor.{ns}.example.com",
+        "address": {"url": f"http://{name}-predictor.{ns}.svc.cluster.local"},
+        "traffic": traffic,
+    }
+    if latest_ready:
+        predictor_status["latestReadyRevision"] = latest["name"]
+    elif (old.get("components") or {}).get("predictor", {}).get("latestReadyRevision"):
+        predictor_status["latestReadyRevision"] = old["components"]["predictor"]["latestReadyRevision"]
+    if state["rolled"]:
+        predictor_status["latestRolledoutRevision"] = state["rolled"]
+    if state["previous"]:
+        predictor_status["previousRolledoutRevision"] = state["previous"]
+    conditions = old.get("conditions") or []
+    status_word = "True" if ready else "False"
+    reason = "" if ready else "RevisionMissing"
+    message = "" if ready else f'Revision "{latest["name"]}" has no ready pods'
+    for type_ in ("IngressReady", "PredictorReady", "Ready"):
+        conditions = set_condition(conditions, type_, status_word, reason, message, ctx.now_iso)
+    conditions = [{k: v for k, v in c.items() if v != ""} for c in conditions]
+    status: dict[str, Any] = {
+        "observedGeneration": meta.get("generation", 1),
+        "deploymentMode": (meta.get("annotations") or {}).get("serving.kserve.io/deploymentMode", "Serverless"),
+        "components": {"predictor": predictor_status},
+        "conditions": sorted(conditions, key=lambda c: c["type"]),
+        "modelStatus": {
+            "states": {"activeModelState": "Loaded" if ready else "Pending", "targetModelState": "Loaded"},
+            "transitionStatus": "UpToDate" if latest_ready else "InProgress",
+            "copies": {"failedCopies": 0, "totalCopies": latest_ready},
+        },
+    }
+    if ready:
+        status["url"] = f"http://{name}.{ns}.example.com"
+        status["address"] = {"url": f"http://{name}-predictor.{ns}.svc.cluster.local"}
+    return status
