@@ -391,11 +391,6 @@ class Handler(BaseHTTPRequestHandler):
                 return False
             return labels_match(selector, obj["metadata"].get("labels")) and (accept is None or accept(obj))
 
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Transfer-Encoding", "chunked")
-        self.end_headers()
-
         def emit(event_type: str, obj: dict[str, Any]) -> None:
             line = _dumps({"type": event_type, "object": obj}) + b"\n"
             self.wfile.write(b"%x\r\n%s\r\n" % (len(line), line))
@@ -411,6 +406,12 @@ class Handler(BaseHTTPRequestHandler):
             else:
                 last = int(rv_param) if rv_param.isdigit() else 0
                 too_old = store.changes_after(last) is None
+        # Headers only after the epoch is read: a client that saw them and then cut the
+        # watches must see this stream end (reading it later could miss that cut).
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
         try:
             if too_old:
                 emit("ERROR", _gone(rv_param))
