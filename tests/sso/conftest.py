@@ -30,7 +30,6 @@ def sso_on(settings, provider):
     """
     from portal.oidc import forget_discovery
 
-    settings.ROOT_URLCONF = "tests.sso.urls"
     settings.OIDC_ENABLED = True
     settings.OIDC_ISSUER = provider.url
     settings.OIDC_RP_CLIENT_ID = CLIENT_ID
@@ -47,7 +46,6 @@ def sso_on(settings, provider):
 
 @pytest.fixture
 def sso_off(settings):
-    settings.ROOT_URLCONF = "tests.sso.urls"
     settings.OIDC_ENABLED = False
     settings.OIDC_ISSUER = ""
     return settings
