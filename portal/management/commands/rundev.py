@@ -85,9 +85,11 @@ class Command(BaseCommand):
                         stop.set()
                 stop.wait(0.5)
         finally:
+            # Each process stops its own children (Celery its pool) on SIGTERM; a whole
+            # group is killed only if it has not stopped in time.
             for _, proc in procs:
                 if proc.poll() is None:
-                    os.killpg(proc.pid, signal.SIGTERM)
+                    proc.terminate()
             deadline = time.monotonic() + 10
             for _, proc in procs:
                 try:
