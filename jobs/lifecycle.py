@@ -363,6 +363,10 @@ def teardown(workload_id: int, cluster) -> None:
 def observe(workload: Workload, seen: Observed) -> bool:
     """Move a submitted or running workload to what the cluster reports. True if it changed."""
     now = timezone.now()
+    if seen.phase == "running" and not seen.url and workload.kind == Kind.NOTEBOOK:
+        # Notebooks have no URL in their status; Kubeflow's gateway serves them by path.
+        url = settings.NOTEBOOK_URL_TEMPLATE.format(namespace=workload.team.namespace, name=workload.name)
+        seen = replace(seen, url=url)
     if seen.phase == "running" and workload.state == State.SUBMITTED:
         return _move(
             workload,

@@ -256,6 +256,10 @@ ALLOWED_IMAGE_REGISTRIES = env_list(
 RECONCILE_INTERVAL_SECONDS = env_int("PORTAL_RECONCILE_INTERVAL_SECONDS", 10, minimum=1)
 LOST_TASK_AFTER_SECONDS = env_int("PORTAL_LOST_TASK_AFTER_SECONDS", 60, minimum=1)
 FINISHED_OBJECT_RETENTION_SECONDS = env_int("PORTAL_FINISHED_RETENTION_SECONDS", 3600, minimum=0)
+# Where users open a running notebook: Kubeflow serves each one under this path.
+NOTEBOOK_URL_TEMPLATE = os.environ.get(
+    "PORTAL_NOTEBOOK_URL_TEMPLATE", "http://kubeflow.local/notebook/{namespace}/{name}/"
+)
 TEAM_NAMESPACE_PREFIX = os.environ.get("PORTAL_TEAM_NAMESPACE_PREFIX", "team-")
 
 # Demo logins exist only on a laptop; seed_demo refuses to run in production.

@@ -55,6 +55,7 @@ def test_a_notebook_on_a_mig_slice_reaches_running_and_a_converged_world_makes_n
     converge(sandbox, kube)
     w.refresh_from_db()
     assert w.state == State.RUNNING
+    assert w.url == "http://kubeflow.local/notebook/team-vision/nb/"
     report = reconcile(kube)
     assert (report.writes, report.transitions) == (0, 0)
     assert report.lists == 11  # one list per kind, whatever the number of workloads

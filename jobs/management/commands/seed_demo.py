@@ -1,3 +1,5 @@
+from decimal import Decimal
+
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
@@ -5,6 +7,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
 from portal.models import Membership, Team
+from quotas.requests import set_quota
 
 # The demo cast: who may do what.
 USERS = {
@@ -14,10 +17,16 @@ USERS = {
     "admin": {"teams": {}, "staff": True},  # the platform admin
 }
 TEAMS = {"vision": "Computer Vision", "nlp": "Natural Language Processing"}
+# (guaranteed, limit) per GPU class: enough to try every offering of the demo profile.
+QUOTAS = {
+    "vision": {"H100-80GB": (4, 8), "A100-80GB": (1, 2), "L4": (1, 2)},
+    "nlp": {"H100-80GB": (8, 12), "A100-80GB": (1, 1), "L4": (2, 4)},
+}
 
 
 class Command(BaseCommand):
-    help = "Create the demo organisation (idempotent). Development only."
+    # It lives in jobs, the app that may import both portal (teams) and quotas.
+    help = "Create the demo organisation with quotas (idempotent). Development only."
 
     def handle(self, *args, **options):
         if not settings.DEMO_PASSWORD:
@@ -39,6 +48,11 @@ class Command(BaseCommand):
                 user.save()
                 for slug, role in spec["teams"].items():
                     Membership.objects.update_or_create(user=user, team=teams[slug], defaults={"role": role})
+            admin = User.objects.get(username="admin")
+            for slug, classes in QUOTAS.items():
+                for gpu_class, (guaranteed, limit) in classes.items():
+                    # No change, no audit entry: running this twice changes nothing.
+                    set_quota(teams[slug], gpu_class, Decimal(guaranteed), Decimal(limit), admin, "demo organisation")
         self.stdout.write(
             "demo organisation ready: teams vision, nlp; logins alice, bob, carol, admin "
             f"with password {settings.DEMO_PASSWORD!r}"
