@@ -24,12 +24,10 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import statistics
-import sys
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from benchdb import own_database
+
 CLIENTS = 8
 SECONDS = 3.0
 WARMUP = 0.5
@@ -37,23 +35,8 @@ ROUNDS = 2  # interleaved; the best round counts (a shared machine only ever mak
 
 
 def main() -> None:
-    url = os.environ.get("DATABASE_URL", "")
-    if not url.startswith("postgres"):
-        sys.exit("admission_bench: set DATABASE_URL to a PostgreSQL server (it creates and drops its own database)")
-    import psycopg
-
-    base, _, name = url.rpartition("/")
-    bench_db = f"{name.split('?')[0]}_bench_admission"
-    admin = psycopg.connect(f"{base}/postgres", autocommit=True)
-    admin.execute(f'DROP DATABASE IF EXISTS "{bench_db}" WITH (FORCE)')
-    admin.execute(f'CREATE DATABASE "{bench_db}"')
-    os.environ["DATABASE_URL"] = f"{base}/{bench_db}"
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
-    try:
-        run(os.environ["DATABASE_URL"])
-    finally:
-        admin.execute(f'DROP DATABASE IF EXISTS "{bench_db}" WITH (FORCE)')
-        admin.close()
+    with own_database("bench_admission") as url:
+        run(url)
 
 
 def setup_tables() -> list[int]:

@@ -13,8 +13,8 @@ if str(ROOT) not in sys.path:
 
 
 @contextlib.contextmanager
-def portal_database(suffix: str):
-    """Create ``<name>_<suffix>``, migrate it, point Django at it, drop it afterwards."""
+def own_database(suffix: str):
+    """An empty database ``<name>_<suffix>`` named by DATABASE_URL from here on; dropped afterwards."""
     url = os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/gpu_portal")
     if not url.startswith("postgres"):
         sys.exit("set DATABASE_URL to a PostgreSQL server (the bench creates and drops its own database)")
@@ -28,15 +28,23 @@ def portal_database(suffix: str):
     os.environ["DATABASE_URL"] = f"{base}/{bench_db}"
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
     try:
+        yield os.environ["DATABASE_URL"]
+    finally:
+        if "django.db" in sys.modules:
+            from django.db import connections
+
+            connections.close_all()
+        admin.execute(f'DROP DATABASE IF EXISTS "{bench_db}" WITH (FORCE)')
+        admin.close()
+
+
+@contextlib.contextmanager
+def portal_database(suffix: str):
+    """``own_database`` with the portal's schema migrated and Django set up on it."""
+    with own_database(suffix):
         import django
         from django.core.management import call_command
 
         django.setup()
         call_command("migrate", verbosity=0)
         yield
-    finally:
-        from django.db import connections
-
-        connections.close_all()
-        admin.execute(f'DROP DATABASE IF EXISTS "{bench_db}" WITH (FORCE)')
-        admin.close()

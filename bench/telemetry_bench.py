@@ -13,46 +13,21 @@ end. Two figures for the same 1440 × 64 minute rows:
 
 from __future__ import annotations
 
-import os
-import sys
 import time
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from benchdb import ROOT, portal_database
+
 GPUS, MINUTES = 64, 1440
 
 
 def main() -> None:
-    url = os.environ.get("DATABASE_URL", "")
-    if not url.startswith("postgres"):
-        sys.exit("telemetry_bench: set DATABASE_URL to a PostgreSQL server (it creates and drops its own database)")
-    import psycopg
-
-    base, _, name = url.rpartition("/")
-    bench_db = f"{name.split('?')[0]}_bench_telemetry"
-    admin = psycopg.connect(f"{base}/postgres", autocommit=True)
-    admin.execute(f'DROP DATABASE IF EXISTS "{bench_db}"')
-    admin.execute(f'CREATE DATABASE "{bench_db}"')
-    os.environ["DATABASE_URL"] = f"{base}/{bench_db}"
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
-    try:
+    with portal_database("bench_telemetry"):
         run()
-    finally:
-        from django.db import connections
-
-        connections.close_all()
-        admin.execute(f'DROP DATABASE IF EXISTS "{bench_db}" WITH (FORCE)')
-        admin.close()
 
 
 def run() -> None:
-    import django
-
-    django.setup()
     from django.contrib.auth import get_user_model
-    from django.core.management import call_command
     from django.db import connection
 
     from jobs.models import State, Workload
@@ -63,7 +38,6 @@ def run() -> None:
     from usage.models import GpuMinute, TeamUsage, WorkloadDay
     from usage.sources import GpuSample
 
-    call_command("migrate", verbosity=0)
     sync_catalog(load_profile(ROOT / "deploy" / "cluster-profiles" / "demo.yaml"))
     team = Team.objects.create(slug="bench", name="Bench")
     user = get_user_model().objects.create_user("bench")
