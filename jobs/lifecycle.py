@@ -303,6 +303,8 @@ def start(user, workload: Workload) -> bool:
         raise SpecError({"state": ["only notebooks can be started again; submit a new request instead"]})
     with transaction.atomic():
         decision = admission.admit(workload.team, workload.offering, workload.gpu_units)
+        if decision.pending_approval:  # nothing was charged; a restart does not wait for approval
+            raise admission.QuotaRefused(decision.message)
         moved = _move(
             workload,
             [State.STOPPED],

@@ -260,6 +260,8 @@ FINISHED_OBJECT_RETENTION_SECONDS = env_int("PORTAL_FINISHED_RETENTION_SECONDS",
 NOTEBOOK_URL_TEMPLATE = os.environ.get(
     "PORTAL_NOTEBOOK_URL_TEMPLATE", "http://kubeflow.local/notebook/{namespace}/{name}/"
 )
+# Called at admission with the team: True sends burst requests to approval (budget policy).
+BURST_BUDGET_CHECK = os.environ.get("PORTAL_BURST_BUDGET_CHECK", "usage.budgets.over_budget")
 TEAM_NAMESPACE_PREFIX = os.environ.get("PORTAL_TEAM_NAMESPACE_PREFIX", "team-")
 
 # Demo logins exist only on a laptop; seed_demo refuses to run in production.

@@ -15,15 +15,27 @@ from __future__ import annotations
 from dataclasses import dataclass
 from decimal import Decimal
 
+from django.conf import settings
 from django.db import transaction
 from django.db.models import F
 from django.db.models.functions import Greatest
+from django.utils.module_loading import import_string
 
 from quotas.gpu_classes import Charge, charge_for, mig_class
 from quotas.models import Quota
 
 PRIORITY_GUARANTEED = "gpu-portal-guaranteed"
 PRIORITY_PREEMPTIBLE = "gpu-portal-preemptible"
+
+
+def _over_budget(team) -> bool:
+    """The team's budget policy sends burst requests to approval once it is spent.
+
+    Spend lives above quotas (in ``usage``); the check is named by a setting so that
+    quotas never imports it.
+    """
+    check = settings.BURST_BUDGET_CHECK
+    return bool(check) and import_string(check)(team)
 
 
 class QuotaRefused(Exception):
@@ -80,6 +92,9 @@ def admit(team, offering, units: int, *, wants_exception: bool = False) -> Decis
     numbers = f"{in_use}; this request needs {fmt(charge.amount)}"
     if quota is not None and after <= limit:
         admission = "guaranteed" if after <= guaranteed else "preemptible"
+        if admission == "preemptible" and _over_budget(team):
+            message = f"Over this month's budget, so burst work waits for approval: {numbers}."
+            return Decision("", True, charge, PRIORITY_PREEMPTIBLE, message)
         Quota.objects.filter(pk=quota.pk).update(used=F("used") + charge.amount)
         priority = PRIORITY_GUARANTEED if admission == "guaranteed" else PRIORITY_PREEMPTIBLE
         return Decision(admission, False, charge, priority, f"Admitted as {admission}: {numbers}.")

@@ -289,3 +289,17 @@ def test_cpu_work_needs_no_gpu_quota(cast, catalog):
     )
     assert (w.state, w.quota_class) == (State.QUEUED, "")
     assert not Quota.objects.exists()
+
+
+def test_with_the_budget_spent_burst_work_waits_for_approval_but_guaranteed_work_runs(cast, quotas, settings):
+    settings.BURST_BUDGET_CHECK = "tests.jobs.test_lifecycle.always_over_budget"
+    inside = lifecycle.request_workload(cast.alice, cast.vision, training("a"))  # 2 of 2 guaranteed
+    burst = lifecycle.request_workload(cast.alice, cast.vision, training("b"))
+    assert (inside.state, burst.state) == (State.QUEUED, State.PENDING_APPROVAL)
+    assert "budget" in burst.events.first().message
+    assert used(quotas["h100"]) == 2
+    assert QuotaException.objects.filter(workload_id=burst.pk).exists()
+
+
+def always_over_budget(team) -> bool:
+    return True
