@@ -30,7 +30,7 @@ from django.utils import timezone
 
 from jobs.kube.status import Observed
 from jobs.models import ACTIVE_STATES, LIVE_STATES, Kind, State, Workload, WorkloadEvent
-from jobs.specs import SpecError, TeamRef, WorkloadSpec, validate_request
+from jobs.specs import SpecError, TeamQuota, TeamRef, WorkloadSpec, validate_request
 from portal.access import can_use_team
 from portal.models import Offering, Team
 from quotas import admission
@@ -106,7 +106,19 @@ def spec_of(workload: Workload) -> WorkloadSpec:
         spec,
         priority_class=workload.priority_class or admission.PRIORITY_GUARANTEED,
         stopped=workload.state == State.STOPPED,
+        queueing=queueing(),
     )
+
+
+def queueing() -> str:
+    """The cluster's queueing backend, "volcano" or "kueue", as the cluster profile says.
+
+    The one place jobs asks; the builders get the answer in their input (``spec.queueing``,
+    ``TeamQuota.queueing``) and never read settings themselves.
+    """
+    from quotas.cluster import queueing_backend
+
+    return queueing_backend()
 
 
 # --- recording ------------------------------------------------------------------------
@@ -256,11 +268,22 @@ def submit(workload_id: int, cluster) -> bool:
     return moved
 
 
-def team_quota_map(team: Team) -> dict:
-    """Resource name → (guaranteed, limit) for the team's namespace quota and Volcano queue."""
+def team_quota_map(team: Team) -> Mapping:
+    """Resource name → (guaranteed, limit) for the team's namespace quota and Volcano queue.
+
+    On a Kueue cluster, a ``TeamQuota`` of the same amounts that also carries the team's
+    Kueue objects (the ResourceFlavors its ClusterQueue names, the ClusterQueue and the
+    LocalQueue), which ``team_objects`` applies instead of the Volcano Queue. Every caller
+    (submit, reapply, apply_team) applies them the same way.
+    """
     from quotas.cluster import team_resource_quota
 
-    return team_resource_quota(team)
+    amounts = team_resource_quota(team)
+    if queueing() != "kueue":
+        return amounts
+    from quotas import kueue
+
+    return TeamQuota(amounts, "kueue", tuple(kueue.team_kueue_objects(team, with_flavors=True)))
 
 
 def fail(workload: Workload, message: str) -> bool:
@@ -489,7 +512,11 @@ def recount_quota_usage() -> None:
 
 
 def apply_team(team_id: int, cluster) -> None:
-    """The team's cluster objects (namespace, queue, quota, policies) as its quota says now."""
+    """The team's cluster objects (namespace, queue, quota, policies) as its quota says now.
+
+    The queue is the team's Volcano Queue, or on a Kueue cluster its ClusterQueue and
+    LocalQueue (see ``team_quota_map``).
+    """
     from jobs.kube.manifests import team_objects
 
     team = Team.objects.filter(pk=team_id).first()

@@ -4,7 +4,10 @@ Runs every few seconds from Celery beat, so nothing is lost when Redis, a worker
 the cluster was down when a task should have run.
 
 1. Observe: one label-selected list per kind the portal manages (never one GET per
-   object), grouped by the workload-id label.
+   object), grouped by the workload-id label. On a Kueue cluster the kinds follow the
+   builders (JobSets instead of Volcano Jobs), and Kueue's Workloads are listed too, for
+   the reason work still waits (Kueue copies the portal's labels onto them, see
+   ``quotas.kueue``); they are read, never written.
 2. For each workload that should be in the cluster:
    - queued for longer than a task takes (its task was lost): submit it now;
    - submitted or running but its main object vanished: apply it again;
@@ -31,7 +34,7 @@ from django.utils import timezone
 
 from jobs import lifecycle
 from jobs.kube.labels import NOTEBOOK_STOPPED_ANNOTATION, WORKLOAD_ID_LABEL, managed_selector
-from jobs.kube.manifests import cluster_objects
+from jobs.kube.manifests import JOBSET_API, cluster_objects
 from jobs.kube.status import derive
 from jobs.models import ACTIVE_STATES, Kind, State, Workload
 
@@ -42,15 +45,23 @@ NOTEBOOK = ("kubeflow.org/v1", "Notebook")
 STATEFULSET = ("apps/v1", "StatefulSet")  # notebooks on DRA offerings (see manifests.main_object_type)
 TRAINJOB = ("trainer.kubeflow.org/v1alpha1", "TrainJob")
 VOLCANO_JOB = ("batch.volcano.sh/v1alpha1", "Job")
+JOBSET = (JOBSET_API, "JobSet")  # training that is not a TrainJob, on a Kueue cluster
 ISVC = ("serving.kserve.io/v1beta1", "InferenceService")
 PVC = ("v1", "PersistentVolumeClaim")
 SERVICE = ("v1", "Service")  # DRA notebooks get one, as Kubeflow's controller would make
 CLAIM_TEMPLATE = ("resource.k8s.io/v1", "ResourceClaimTemplate")
 POD = ("v1", "Pod")
 WORKLOAD_KINDS = (NOTEBOOK, STATEFULSET, TRAINJOB, VOLCANO_JOB, ISVC, PVC, SERVICE, CLAIM_TEMPLATE)
+KUEUE_WORKLOAD_KINDS = (NOTEBOOK, STATEFULSET, TRAINJOB, JOBSET, ISVC, PVC, SERVICE, CLAIM_TEMPLATE)
+KUEUE_WORKLOAD = ("kueue.x-k8s.io/v1beta2", "Workload")  # Kueue's, read only
 
 
-def main_kind(workload: Workload) -> tuple[str, str]:
+def workload_kinds(queueing: str) -> tuple[tuple[str, str], ...]:
+    """The kinds listed each tick: a Kueue cluster may not serve Volcano's kinds at all."""
+    return KUEUE_WORKLOAD_KINDS if queueing == "kueue" else WORKLOAD_KINDS
+
+
+def main_kind(workload: Workload, queueing: str | None = None) -> tuple[str, str]:
     """The kind whose status tells the phase, from the row alone (no spec building per tick).
 
     Mirrors ``jobs.kube.manifests.main_object_type``; a test pins the two together.
@@ -60,7 +71,9 @@ def main_kind(workload: Workload) -> tuple[str, str]:
         return STATEFULSET if dra else NOTEBOOK
     if workload.kind == Kind.ENDPOINT:
         return ISVC
-    return TRAINJOB if workload.framework == "torch" and not dra else VOLCANO_JOB
+    if workload.framework == "torch" and not dra:
+        return TRAINJOB
+    return JOBSET if (queueing or lifecycle.queueing()) == "kueue" else VOLCANO_JOB
 
 
 def expected_pods(workload: Workload) -> int:
@@ -97,10 +110,10 @@ def _stopped(main: dict) -> bool:
     return NOTEBOOK_STOPPED_ANNOTATION in (main["metadata"].get("annotations") or {})
 
 
-def observe_cluster(cluster, report: Report) -> tuple[dict, dict]:
+def observe_cluster(cluster, report: Report, queueing: str = "volcano") -> tuple[dict, dict]:
     """One list per kind: {kind: {workload id: [objects]}} and pods by workload id."""
     by_kind: dict[tuple[str, str], dict[int, list[dict]]] = {}
-    for api_version, kind in WORKLOAD_KINDS:
+    for api_version, kind in workload_kinds(queueing):
         grouped: dict[int, list[dict]] = defaultdict(list)
         for obj in cluster.list(api_version, kind, label_selector=managed_selector()):
             wid = _workload_id(obj)
@@ -117,29 +130,71 @@ def observe_cluster(cluster, report: Report) -> tuple[dict, dict]:
     return by_kind, pods
 
 
-def ensure_cluster_objects(cluster, report: Report) -> None:
+def observe_queue(cluster, report: Report) -> dict[int, list[dict]]:
+    """Kueue's Workloads by workload id (one list): why admitted work has not started."""
+    grouped: dict[int, list[dict]] = defaultdict(list)
+    for obj in cluster.list(*KUEUE_WORKLOAD, label_selector=managed_selector()):
+        wid = _workload_id(obj)
+        if wid is not None:
+            grouped[wid].append(obj)
+    report.lists += 1
+    return grouped
+
+
+def ensure_cluster_objects(cluster, report: Report, queueing: str | None = None) -> None:
     """The PriorityClasses and ClusterTrainingRuntimes every workload relies on.
 
-    Level-triggered like the rest: listed each pass, applied only when one is missing.
+    On a Kueue cluster, the runtimes without Volcano's gang scheduling, and the Kueue
+    objects no team owns: a ResourceFlavor per GPU class and the lending pool
+    (``quotas.kueue.cluster_kueue_objects``).
+
+    Level-triggered like the rest: listed each pass, applied only when one is missing or,
+    for the Kueue objects (whose amounts follow the quotas and the observed capacity), no
+    longer says what the database does.
     """
-    wanted = {(o["kind"], o["metadata"]["name"]) for o in cluster_objects()}
-    present = set()
-    for api_version, kind in {(o["apiVersion"], o["kind"]) for o in cluster_objects()}:
-        present |= {
-            (kind, o["metadata"]["name"]) for o in cluster.list(api_version, kind, label_selector=managed_selector())
-        }
+    queueing = queueing or lifecycle.queueing()
+    objects = cluster_objects(queueing)
+    if queueing == "kueue":
+        from quotas.kueue import cluster_kueue_objects
+
+        objects = [*objects, *cluster_kueue_objects()]
+    wanted = {(o["kind"], o["metadata"]["name"]): o for o in objects}
+    present: dict[tuple[str, str], dict] = {}
+    for api_version, kind in dict.fromkeys((o["apiVersion"], o["kind"]) for o in objects):
+        for o in cluster.list(api_version, kind, label_selector=managed_selector()):
+            present[(kind, o["metadata"]["name"])] = o
         report.lists += 1
-    if wanted - present:
-        cluster.apply_all(cluster_objects())
+    stale = [
+        key
+        for key, obj in wanted.items()
+        if key not in present or (obj["apiVersion"].startswith("kueue.") and not _covers(present[key], obj))
+    ]
+    if stale:
+        cluster.apply_all(objects)
         report.cluster_objects_applied = True
+
+
+def _covers(present, wanted) -> bool:
+    """Every field of ``wanted`` has its value in ``present`` (which may hold defaults too)."""
+    if isinstance(wanted, dict):
+        return isinstance(present, dict) and all(k in present and _covers(present[k], v) for k, v in wanted.items())
+    if isinstance(wanted, list):
+        return (
+            isinstance(present, list)
+            and len(present) == len(wanted)
+            and all(_covers(p, w) for p, w in zip(present, wanted, strict=True))
+        )
+    return present == wanted
 
 
 def reconcile(cluster, now=None) -> Report:
     started = time.monotonic()
     now = now or timezone.now()
     report = Report()
-    ensure_cluster_objects(cluster, report)
-    by_kind, pods = observe_cluster(cluster, report)
+    queueing = lifecycle.queueing()
+    ensure_cluster_objects(cluster, report, queueing)
+    by_kind, pods = observe_cluster(cluster, report, queueing)
+    queued = observe_queue(cluster, report) if queueing == "kueue" else {}
     retention = timedelta(seconds=settings.FINISHED_OBJECT_RETENTION_SECONDS)
     lost_after = timedelta(seconds=settings.LOST_TASK_AFTER_SECONDS)
 
@@ -152,7 +207,7 @@ def reconcile(cluster, now=None) -> Report:
     wanted: set[int] = set()
     for workload in keep:
         wanted.add(workload.pk)
-        kind = main_kind(workload)
+        kind = main_kind(workload, queueing)
         main = (by_kind[kind].get(workload.pk) or [None])[0]
         if workload.state == State.QUEUED:
             if now - workload.updated_at > lost_after:
@@ -165,7 +220,9 @@ def reconcile(cluster, now=None) -> Report:
                 lifecycle.reapply(workload, cluster)
                 report.applied.append(workload.pk)
                 continue
-            seen = derive(kind[1], main, pods.get(workload.pk, []), expected_pods(workload))
+            seen = derive(
+                kind[1], main, pods.get(workload.pk, []), expected_pods(workload), queued.get(workload.pk, ())
+            )
             if lifecycle.observe(workload, seen):
                 report.transitions += 1
             if lifecycle.enforce_deadline(workload, now):

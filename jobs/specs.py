@@ -31,6 +31,9 @@ Decisions a reviewer should know about:
   refuses more than one under MPS (``failRequestsGreaterThanOne``). CPU offerings: 0.
 * ``priority_class`` is not an input: it defaults to the preemptible class (the one that
   never preempts anyone) and admission replaces it with ``dataclasses.replace``.
+* ``queueing`` is not an input either: it is the cluster's queueing backend ("volcano" or
+  "kueue", from the cluster profile), which ``jobs.lifecycle.spec_of`` sets the same way,
+  so that the builders stay pure and never read settings.
 """
 
 from __future__ import annotations
@@ -319,6 +322,33 @@ class WorkloadSpec:
     model_format: str = ""
     storage_uri: str = ""
     canary_traffic_percent: int | None = None
+    queueing: str = "volcano"  # the cluster's queueing backend: "volcano" | "kueue"
+
+
+@dataclass(frozen=True, eq=False)
+class TeamQuota(Mapping[str, tuple[Any, Any]]):
+    """A team's quota amounts (resource -> (guaranteed, limit)) with the cluster's queueing.
+
+    ``jobs.kube.manifests.team_objects`` takes a plain mapping of amounts, which means
+    Volcano (the team's Queue is built from them). On a Kueue cluster the lifecycle passes
+    this instead: the same amounts for the namespace's ResourceQuotas, ``queueing="kueue"``
+    so that no Volcano Queue is built, and ``queue_objects``, the team's Kueue objects
+    (ResourceFlavors, ClusterQueue, LocalQueue) that ``quotas.kueue`` builds from the
+    database, applied where the Volcano Queue would have been.
+    """
+
+    amounts: Mapping[str, tuple[Any, Any]]
+    queueing: str = "volcano"
+    queue_objects: tuple[Mapping[str, Any], ...] = ()
+
+    def __getitem__(self, key: str) -> tuple[Any, Any]:
+        return self.amounts[key]
+
+    def __iter__(self):
+        return iter(self.amounts)
+
+    def __len__(self) -> int:
+        return len(self.amounts)
 
 
 def validate_request(

@@ -23,6 +23,21 @@ lists the group's covered resources in the same order. Classes that share a reso
 (an A100 model quota counting slices, and a quota of the slice's own profile) therefore
 share a group, and a flavor lists 0 for a resource it does not provide. A slice's
 profile flavor comes before its model flavor, the order in which admission charges them.
+
+What the portal expects of the cluster's Kueue ``Configuration`` (the sandbox plays
+exactly this, see ``sandbox/controllers/kueue.py``):
+
+* ``integrations.frameworks``: ``trainer.kubeflow.org/trainjob`` (torch TrainJobs),
+  ``jobset.x-k8s.io/jobset`` (all other training) and ``pod`` (notebook and endpoint pods,
+  which Kueue gates one by one; ``statefulset`` may be on too, for DRA notebooks);
+* ``resources.excludeResourcePrefixes: [cpu, memory]``: the ClusterQueues hold GPUs only
+  (cpu and memory stay capped by the namespace's ResourceQuota), and Kueue admits nothing
+  that asks for a resource its queue does not cover;
+* ``integrations.labelKeysToCopy``: the portal's workload labels
+  (``app.kubernetes.io/managed-by``, ``gpu-portal.io/team``, ``gpu-portal.io/workload-id``,
+  ``gpu-portal.io/kind``), so that the reconcile lists Kueue's Workloads like everything
+  else and shows why work waits;
+* ``manageJobsWithoutQueueName: false`` (the default): only what names a LocalQueue waits.
 """
 
 from __future__ import annotations
@@ -295,9 +310,21 @@ def team_cluster_queue(team, quotas: Mapping[str, ClassQuota] | None = None, off
     return cluster_queue(team.slug, team.namespace, amounts, classes=_classes(offerings))
 
 
-def team_kueue_objects(team) -> list[dict[str, Any]]:
-    """The team's ClusterQueue, then its LocalQueue (which refers to it)."""
-    return [team_cluster_queue(team), local_queue(team.slug, team.namespace)]
+def team_kueue_objects(team, *, with_flavors: bool = False) -> list[dict[str, Any]]:
+    """The team's ClusterQueue, then its LocalQueue (which refers to it).
+
+    ``with_flavors``: the ResourceFlavors the ClusterQueue names come first, so that a
+    team's first workload does not wait for the reconcile to create them (Kueue keeps a
+    ClusterQueue inactive while a flavor it names is missing). Applying them again is
+    harmless: they are the same objects ``cluster_kueue_objects`` builds.
+    """
+    offerings = active_offerings()
+    queue = team_cluster_queue(team, offerings=offerings)
+    objects = [queue, local_queue(team.slug, team.namespace)]
+    if with_flavors:
+        named = {f["name"] for group in queue["spec"]["resourceGroups"] for f in group["flavors"]}
+        objects[:0] = [resource_flavor(f) for f in flavors(offerings) if f.name in named]
+    return objects
 
 
 def cluster_kueue_objects() -> list[dict[str, Any]]:

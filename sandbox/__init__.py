@@ -15,8 +15,10 @@ What it emulates:
   Discovery labels, taints, extended resources, MIG slices, time-sliced GPUs and DRA
   devices, and a scheduler that places pods on them (bin-packing, gang scheduling,
   Volcano queue capability, DRA claims);
-- controllers that play Kubeflow Notebook, Kubeflow Trainer (TrainJob), KServe
-  (InferenceService) and Volcano (Job, PodGroup, Queue), plus ResourceQuota;
+- controllers that play Kubeflow Notebook, Kubeflow Trainer (TrainJob), JobSet, KServe
+  (InferenceService) and Volcano (Job, PodGroup, Queue), plus ResourceQuota; with a
+  profile that says ``queueing: kueue``, a minimal Kueue too (Workloads, quota admission
+  in a cohort, resuming suspended jobs and ungating pods);
 - a DCGM-exporter-style ``/metrics`` endpoint whose numbers are a deterministic
   function of the seed, the device and the simulated clock.
 

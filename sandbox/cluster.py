@@ -23,7 +23,7 @@ from portal.cluster_profile import ClusterProfile, load_profile
 from sandbox import metrics, podsecurity
 from sandbox.api import Api
 from sandbox.clock import Clock, iso
-from sandbox.controllers import run_pass
+from sandbox.controllers import kueue, run_pass
 from sandbox.controllers.base import Ctx
 from sandbox.controllers.kubelet import on_pod_deleted
 from sandbox.controllers.quotas import admit
@@ -52,6 +52,12 @@ def _admit(store: Store, obj: dict[str, Any], kind: Kind) -> None:
     if kind.key == "/pods":
         podsecurity.admit(store, obj, kind)
     admit(store, obj, kind)
+
+
+def _admit_with_kueue(store: Store, obj: dict[str, Any], kind: Kind) -> None:
+    """Kueue's mutating pod webhook first (it gates the pods it queues), then validation."""
+    kueue.gate_pod(store, obj, kind)
+    _admit(store, obj, kind)
 
 
 class Sandbox:
@@ -84,7 +90,8 @@ class Sandbox:
                 "sandbox: no CRD folder (--crd-dir %s); custom resources are served WITHOUT schema validation",
                 crd_dir or "not given",
             )
-        self.api = Api(self.registry, self.store, self.clock, self.catalog, self.rng, _admit)
+        admission = _admit_with_kueue if kueue.enabled(self) else _admit
+        self.api = Api(self.registry, self.store, self.clock, self.catalog, self.rng, admission)
         self.api.on_deleted = self._on_deleted
         self.state_path = Path(state_path) if state_path else None
         self.token = secrets.token_hex(24)

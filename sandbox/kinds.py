@@ -113,7 +113,10 @@ KINDS: tuple[Kind, ...] = (
     _k("batch.volcano.sh", ["v1alpha1"], "jobs", "Job", True, status=True, short_names=("vcjob", "vj"), custom=True),
     _k("scheduling.volcano.sh", ["v1beta1"], "queues", "Queue", False, status=True, short_names=("q",), custom=True),
     _k("scheduling.volcano.sh", ["v1beta1"], "podgroups", "PodGroup", True, short_names=("pg",), custom=True),
-    # Kueue: served and validated, no controller
+    # JobSet (Trainer v2 runs on it; the portal's Kueue profile uses it directly). No CRD
+    # in the reference data, so it is served without schema validation.
+    _k("jobset.x-k8s.io", ["v1alpha2"], "jobsets", "JobSet", True, status=True, short_names=("js",), custom=True),
+    # Kueue: served and validated; controllers/kueue.py plays Kueue when the profile says so
     _k("kueue.x-k8s.io", ["v1beta2"], "resourceflavors", "ResourceFlavor", False, short_names=("rf",), custom=True),
     _k(
         "kueue.x-k8s.io",

@@ -252,6 +252,64 @@ KNOWN_CEL: dict[str, Callable[[Any], bool]] = {
     "self in ['trainer.kubeflow.org/trainjob-controller', 'kueue.x-k8s.io/multikueue']": lambda s: (
         s in ("trainer.kubeflow.org/trainjob-controller", "kueue.x-k8s.io/multikueue")
     ),
+    # Kueue v1beta2: ClusterQueue and ResourceFlavor.
+    (
+        "!has(self.cohortName) && has(self.resourceGroups) ? self.resourceGroups.all(rg, rg.flavors.all(f, "
+        "f.resources.all(r, !has(r.borrowingLimit)))) : true"
+    ): lambda s: (
+        "cohortName" in s
+        or all(
+            "borrowingLimit" not in r for g in s.get("resourceGroups", []) for f in g["flavors"] for r in f["resources"]
+        )
+    ),
+    "self.flavors.all(x, size(x.resources) == size(self.coveredResources))": lambda s: all(
+        len(f["resources"]) == len(s["coveredResources"]) for f in s["flavors"]
+    ),
+    (
+        "!(self.reclaimWithinCohort == 'Never' && has(self.borrowWithinCohort) && "
+        "self.borrowWithinCohort.policy != 'Never')"
+    ): lambda s: (
+        not (
+            s.get("reclaimWithinCohort", "Never") == "Never"
+            and "borrowWithinCohort" in s
+            and s["borrowWithinCohort"].get("policy", "Never") != "Never"
+        )
+    ),
+    (
+        "!has(self.preference) || (self.whenCanBorrow == 'TryNextFlavor' && self.whenCanPreempt == 'TryNextFlavor')"
+    ): lambda s: "preference" not in s or (s.get("whenCanBorrow") == s.get("whenCanPreempt") == "TryNextFlavor"),
+    "!has(self.topologyName) || self.nodeLabels.size() >= 1": lambda s: (
+        "topologyName" not in s or len(s.get("nodeLabels", {})) >= 1
+    ),
+    # Kueue v1beta2: the Workload (as the sandbox's Kueue writes it).
+    (
+        "has(self.status) && has(self.status.conditions) && self.status.conditions.exists(c, c.type == "
+        "'QuotaReserved' && c.status == 'True') && has(self.status.admission) ? size(self.spec.podSets) == "
+        "size(self.status.admission.podSetAssignments) : true"
+    ): lambda s: (
+        not (
+            any(
+                c["type"] == "QuotaReserved" and c["status"] == "True"
+                for c in s.get("status", {}).get("conditions", [])
+            )
+            and "admission" in s.get("status", {})
+        )
+        or len(s["spec"]["podSets"]) == len(s["status"]["admission"]["podSetAssignments"])
+    ),
+    "!has(self.priorityClassRef) || has(self.priority)": lambda s: "priorityClassRef" not in s or "priority" in s,
+    "(self.group == 'kueue.x-k8s.io') ? self.kind == 'WorkloadPriorityClass' : true": lambda s: (
+        s["group"] != "kueue.x-k8s.io" or s["kind"] == "WorkloadPriorityClass"
+    ),
+    "(self.group == 'scheduling.k8s.io') ? self.kind == 'PriorityClass' : true": lambda s: (
+        s["group"] != "scheduling.k8s.io" or s["kind"] == "PriorityClass"
+    ),
+    "has(self.minCount) ? self.minCount <= self.count : true": lambda s: (
+        "minCount" not in s or s["minCount"] <= s["count"]
+    ),
+    (
+        "!has(self.clusterName) || (!has(self.nominatedClusterNames) || (has(self.nominatedClusterNames) && "
+        "size(self.nominatedClusterNames) == 0))"
+    ): lambda s: "clusterName" not in s or not s.get("nominatedClusterNames"),
 }
 
 

@@ -26,6 +26,9 @@ class Need(Enum):
     REQUIRED = "required"
     # Used only by some cluster profiles (gang scheduling PodGroups, Kueue queueing, DRA pools).
     OPTIONAL = "optional"
+    # Installed together with a required extension and checked through it: Kubeflow Trainer
+    # v2 runs its TrainJobs on JobSet, so a cluster that serves TrainJobs serves JobSets.
+    WITH_TRAINER = "with-trainer"
 
 
 @dataclass(frozen=True)
@@ -99,8 +102,13 @@ KINDS: tuple[KindInfo, ...] = (
     ),
     KindInfo("serving.kserve.io/v1beta1", "InferenceService", "inferenceservices", True, Need.REQUIRED),
     KindInfo("batch.volcano.sh/v1alpha1", "Job", "jobs", True, Need.REQUIRED),
+    # On a Kueue cluster, training that is not a TrainJob runs as a JobSet (Trainer v2 runs
+    # on JobSet, so every cluster with Trainer has it; only Kueue profiles use it directly).
+    KindInfo("jobset.x-k8s.io/v1alpha2", "JobSet", "jobsets", True, Need.WITH_TRAINER),
     # Queueing: Volcano queues are required (the portal maps teams to them); PodGroups are
-    # created by Volcano itself, Kueue is the alternative queueing some clusters use.
+    # created by Volcano itself. Kueue is the alternative some clusters use (a cluster
+    # profile with `queueing: kueue`): the portal writes ResourceFlavors, ClusterQueues and
+    # LocalQueues, and reads the Workloads Kueue makes (for why work is still waiting).
     KindInfo("scheduling.volcano.sh/v1beta1", "Queue", "queues", False, Need.REQUIRED),
     KindInfo("scheduling.volcano.sh/v1beta1", "PodGroup", "podgroups", True, Need.OPTIONAL),
     KindInfo("kueue.x-k8s.io/v1beta2", "ResourceFlavor", "resourceflavors", False, Need.OPTIONAL),
@@ -124,5 +132,6 @@ def kind_info(api_version: str, kind: str) -> KindInfo:
 
 
 def checked_kinds() -> tuple[KindInfo, ...]:
-    """The kinds `Cluster.check()` looks for in discovery: every non-builtin kind."""
-    return tuple(k for k in KINDS if k.need is not Need.BUILTIN)
+    """The kinds `Cluster.check()` looks for in discovery: every extension that is not
+    installed with another one."""
+    return tuple(k for k in KINDS if k.need not in (Need.BUILTIN, Need.WITH_TRAINER))

@@ -25,6 +25,11 @@ KIND_LABEL = PORTAL_LABEL_PREFIX + "kind"
 
 # Volcano reads the queue of a pod (or of the PodGroup Trainer builds) from this annotation.
 VOLCANO_QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"
+# Kueue reads the LocalQueue of a job (TrainJob, batch/v1 Job, StatefulSet) or of a plain
+# pod from this label (quotas.kueue.QUEUE_NAME_LABEL; a test pins the two together).
+KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+# Kubernetes writes a pod's index in an Indexed Job here (and into JOB_COMPLETION_INDEX).
+JOB_COMPLETION_INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
 # Kubeflow's notebook controller scales a Notebook's StatefulSet to 0 while this annotation
 # is present; it checks presence only (metav1.HasAnnotation), never the value.
 NOTEBOOK_STOPPED_ANNOTATION = "kubeflow-resource-stopped"

@@ -35,6 +35,51 @@ What the cluster is assumed to run, and why each workload looks the way it does:
   100 as in the Jupyter images, RuntimeDefault seccomp, no privilege escalation, all
   capabilities dropped), gets no service-account token, and has a memory-backed
   ``/dev/shm`` (PyTorch data loaders and NCCL need more than the runtime's 64 MiB).
+
+Everything above describes a Volcano cluster (the default). A cluster profile with
+``queueing: kueue`` reaches the builders as ``spec.queueing`` (set by
+``jobs.lifecycle.spec_of``; the builders never read settings) and changes only how work
+is queued:
+
+* No pod names a scheduler (the cluster's default scheduler places them) and nothing
+  carries Volcano's queue annotation. Kueue admits work against the team's ClusterQueue
+  (``quotas.kueue``), found through the LocalQueue ``gpu-portal`` named by the label
+  ``kueue.x-k8s.io/queue-name``:
+
+  - TrainJobs carry it and are created ``suspend: true`` (Kueue's TrainJob integration
+    resumes them when admitted); they use the ``...-kueue-<tier>`` runtimes, which have
+    no ``podGroupPolicy``;
+  - Notebook, InferenceService and DRA-notebook pods carry it on their pod template (the
+    notebook controller copies the Notebook's labels onto its pod, KServe the predictor's):
+    Kueue's ``pod`` integration gates each pod (``kueue.x-k8s.io/admission``) until its
+    Workload is admitted; the DRA notebook's StatefulSet carries it too, for Kueue's
+    ``statefulset`` integration.
+
+* Kueue has no Volcano Job integration, so training that is not a TrainJob (torch on a
+  DRA offering, MPI and custom programs) is a JobSet (``jobset.x-k8s.io/v1alpha2``: Trainer
+  v2 runs on JobSet, so every cluster with Trainer has its controller), created
+  ``suspend: true`` with the queue label; Kueue's JobSet integration admits it as one
+  Workload (every pod's GPUs at once). Its replicated jobs mirror the Volcano Job's tasks,
+  each an Indexed Job, and JobSet's headless Service ``<name>`` gives pod ``i`` of
+  replicated job ``r`` the host name ``<name>-<r>-0-<i>.<name>``. The pods learn ``i``
+  from JOB_COMPLETION_INDEX (set by Kubernetes); what Volcano's plugins set, the portal
+  sets itself:
+
+  - torch: job ``node`` of ``replicas`` pods with MASTER_ADDR (pod 0), MASTER_PORT,
+    WORLD_SIZE and RANK (the pod's index), as Volcano's pytorch plugin sets them;
+  - mpi: job ``launcher`` (the user's command, no GPU, retried in place until the workers
+    answer) and job ``worker`` (``replicas`` pods running the image's entrypoint); the
+    launcher gets MPI_HOST (the workers' host names) as from Volcano's mpi plugin, and the
+    JobSet succeeds when the launcher does. Nothing on a Kueue cluster distributes SSH
+    keys as Volcano's ssh plugin does: the image must bring its own;
+  - custom: job ``worker`` of ``replicas`` pods.
+
+  A failed pod fails its Job and with it the JobSet (``backoffLimit: 0``, ``maxRestarts:
+  0``); pods lost to preemption or a drain do not count (DisruptionTarget), as in the
+  TrainJob runtime. MPI's pods restart in place instead (OnFailure, as on Volcano), up to
+  Kubernetes' default of 6 times. There is no gang scheduling on nodes:
+  Kueue admits quota for all pods at once, and its ``waitForPodsReady`` gives
+  all-or-nothing starts where the cluster enables it.
 """
 
 from __future__ import annotations
@@ -46,6 +91,8 @@ from fractions import Fraction
 from typing import Any
 
 from jobs.kube.labels import (
+    JOB_COMPLETION_INDEX_ANNOTATION,
+    KUEUE_QUEUE_LABEL,
     NOTEBOOK_STOPPED_ANNOTATION,
     VOLCANO_QUEUE_ANNOTATION,
     cluster_labels,
@@ -54,6 +101,7 @@ from jobs.kube.labels import (
     workload_labels,
 )
 from jobs.kube.names import (
+    KUEUE_LOCAL_QUEUE,
     NETWORK_POLICY_NAME,
     PRIORITY_CLASSES,
     PRIORITY_GUARANTEED,
@@ -66,7 +114,7 @@ from jobs.kube.names import (
     workload_name,
     workspace_pvc_name,
 )
-from jobs.specs import TeamRef, WorkloadSpec
+from jobs.specs import TeamQuota, TeamRef, WorkloadSpec
 
 __all__ = [
     "PRIORITY_GUARANTEED",
@@ -90,6 +138,7 @@ __all__ = [
 NOTEBOOK_API = "kubeflow.org/v1"
 TRAINER_API = "trainer.kubeflow.org/v1alpha1"
 VOLCANO_JOB_API = "batch.volcano.sh/v1alpha1"
+JOBSET_API = "jobset.x-k8s.io/v1alpha2"
 VOLCANO_QUEUE_API = "scheduling.volcano.sh/v1beta1"
 KSERVE_API = "serving.kserve.io/v1beta1"
 DRA_API = "resource.k8s.io/v1"
@@ -115,6 +164,9 @@ PYTORCH_PORT = 23456
 MPI_SSH_PORT = 2222  # non-root sshd cannot bind 22
 MPI_SSH_KEY_PATH = "/etc/volcano/.ssh"  # a non-default path makes Volcano mount the keys readable (0755)
 MPI_LAUNCHER_RESOURCES = {"cpu": "1", "memory": "2Gi"}
+# Kueue clusters: in-place restarts of the MPI launcher (and workers) before the JobSet fails;
+# Kubernetes' default backoffLimit, so a launcher started before the workers' sshd can retry.
+MPI_BACKOFF_LIMIT = 6
 
 # Cloud instance-metadata endpoints (AWS, GCP and Azure share the IPv4 one; AWS's IPv6 one).
 # Only these: NodeLocal DNSCache listens on 169.254.20.10, so all of 169.254/16 must stay open.
@@ -132,6 +184,11 @@ _RESTART_GANG_ON_EVICTION = [
     {"event": "PodFailed", "action": "TerminateJob"},
 ]
 _COMPLETE_WHEN_DONE = [{"event": "TaskCompleted", "action": "CompleteJob"}]
+# A failed pod ends the run (backoffLimit 0), but a pod that preemption or a node drain
+# took away does not count as a failure.
+_IGNORE_DISRUPTIONS = {
+    "rules": [{"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}]
+}
 
 
 # -- entry points ------------------------------------------------------------------------
@@ -150,8 +207,11 @@ def workload_objects(spec: WorkloadSpec) -> list[dict[str, Any]]:
         else:
             objects.append(_notebook(spec))
     elif spec.kind == "training":
-        if training_backend(spec) == "trainjob":
+        backend = training_backend(spec)
+        if backend == "trainjob":
             objects.append(_train_job(spec))
+        elif backend == "jobset":
+            objects.append(_jobset(spec))
         else:
             objects.append(_volcano_job(spec))
     elif spec.kind == "endpoint":
@@ -162,10 +222,11 @@ def workload_objects(spec: WorkloadSpec) -> list[dict[str, Any]]:
 
 
 def training_backend(spec: WorkloadSpec) -> str:
-    """ "trainjob" for torch on device-plugin and CPU offerings, "volcano" for everything else."""
+    """ "trainjob" for torch on device-plugin and CPU offerings; everything else is a Volcano
+    Job ("volcano"), or on a Kueue cluster a JobSet ("jobset")."""
     if spec.framework == "torch" and not _uses_dra(spec):
         return "trainjob"
-    return "volcano"
+    return "jobset" if _kueue(spec) else "volcano"
 
 
 def main_object_type(spec: WorkloadSpec) -> tuple[str, str]:
@@ -174,8 +235,11 @@ def main_object_type(spec: WorkloadSpec) -> tuple[str, str]:
         return ("apps/v1", "StatefulSet") if _uses_dra(spec) else (NOTEBOOK_API, "Notebook")
     if spec.kind == "endpoint":
         return KSERVE_API, "InferenceService"
-    if training_backend(spec) == "trainjob":
+    backend = training_backend(spec)
+    if backend == "trainjob":
         return TRAINER_API, "TrainJob"
+    if backend == "jobset":
+        return JOBSET_API, "JobSet"
     return VOLCANO_JOB_API, "Job"
 
 
@@ -209,7 +273,9 @@ def team_objects(
 
     ``quota`` maps a resource name to (guaranteed, limit): ``cpu``, ``memory`` (bytes),
     extended resources such as ``nvidia.com/gpu`` or ``nvidia.com/mig-1g.10gb``, and DRA
-    devices as ``dra_quota_key(device_class)``.
+    devices as ``dra_quota_key(device_class)``. A ``jobs.specs.TeamQuota`` with
+    ``queueing="kueue"`` replaces step 2 by its ``queue_objects`` (the team's Kueue
+    ClusterQueue and LocalQueue, and the ResourceFlavors they name).
 
     1. The Namespace, enforcing the restricted Pod Security Standard.
     2. The Volcano Queue: deserved and guarantee = guaranteed, capability = limit;
@@ -253,7 +319,10 @@ def team_objects(
             "guarantee": {"resource": {r: format_quantity(guaranteed[r], r) for r in queue_resources}},
         },
     }
-    objects = [namespace, queue]
+    if isinstance(quota, TeamQuota) and quota.queueing == "kueue":
+        objects = [namespace, *(copy.deepcopy(dict(o)) for o in quota.queue_objects)]
+    else:
+        objects = [namespace, queue]
     if quota:
         objects.append(_resource_quota(team, RESOURCE_QUOTA_NAME, limits))
         scoped = _resource_quota(team, RESOURCE_QUOTA_NAME + "-guaranteed", guaranteed)
@@ -298,42 +367,52 @@ def priority_classes() -> list[dict[str, Any]]:
     ]
 
 
-def cluster_training_runtime(priority_class: str) -> dict[str, Any]:
+def cluster_training_runtime(priority_class: str, queueing: str = "volcano") -> dict[str, Any]:
     """The portal's torch ClusterTrainingRuntime for one priority class.
 
     Gang-scheduled by Volcano (``podGroupPolicy.volcano``), one replicated job ``node``
     whose Job does not retry a failed pod (``backoffLimit: 0``, like the Volcano path's
     TerminateJob) but does not count a pod lost to preemption or drain (DisruptionTarget).
     The pod template is already restricted; TrainJobs add placement and labels.
+
+    For a Kueue cluster (``queueing="kueue"``) the runtime is ``...-kueue-<tier>``: the
+    same pod for the default scheduler and no ``podGroupPolicy``, since Kueue admits the
+    TrainJob as a whole before any pod exists.
     """
-    pod = {
-        "schedulerName": SCHEDULER_NAME,
-        "priorityClassName": priority_class,
-        "serviceAccountName": WORKLOAD_SERVICE_ACCOUNT,
-        "automountServiceAccountToken": False,
-        "enableServiceLinks": False,
-        "restartPolicy": "Never",
-        "securityContext": pod_security_context(),
-        "containers": [
-            {
-                "name": TRAINER_CONTAINER,
-                "image": TORCH_RUNTIME_IMAGE,
-                "securityContext": container_security_context(),
-                "volumeMounts": [_shm_mount()],
-            }
-        ],
-        "volumes": [_shm_volume()],
-    }
+    pod: dict[str, Any] = {}
+    if queueing != "kueue":
+        pod["schedulerName"] = SCHEDULER_NAME
+    pod.update(
+        {
+            "priorityClassName": priority_class,
+            "serviceAccountName": WORKLOAD_SERVICE_ACCOUNT,
+            "automountServiceAccountToken": False,
+            "enableServiceLinks": False,
+            "restartPolicy": "Never",
+            "securityContext": pod_security_context(),
+            "containers": [
+                {
+                    "name": TRAINER_CONTAINER,
+                    "image": TORCH_RUNTIME_IMAGE,
+                    "securityContext": container_security_context(),
+                    "volumeMounts": [_shm_mount()],
+                }
+            ],
+            "volumes": [_shm_volume()],
+        }
+    )
+    spec: dict[str, Any] = {"mlPolicy": {"numNodes": 1, "torch": {}}}
+    if queueing != "kueue":
+        spec["podGroupPolicy"] = {"volcano": {}}
     return {
         "apiVersion": TRAINER_API,
         "kind": "ClusterTrainingRuntime",
         "metadata": {
-            "name": torch_runtime_name(priority_class),
+            "name": torch_runtime_name(priority_class, queueing),
             "labels": {**cluster_labels(), "trainer.kubeflow.org/framework": "torch"},
         },
         "spec": {
-            "mlPolicy": {"numNodes": 1, "torch": {}},
-            "podGroupPolicy": {"volcano": {}},
+            **spec,
             "template": {
                 "spec": {
                     "replicatedJobs": [
@@ -362,13 +441,14 @@ def cluster_training_runtime(priority_class: str) -> dict[str, Any]:
     }
 
 
-def cluster_training_runtimes() -> list[dict[str, Any]]:
-    return [cluster_training_runtime(p) for p in PRIORITY_CLASSES]
+def cluster_training_runtimes(queueing: str = "volcano") -> list[dict[str, Any]]:
+    return [cluster_training_runtime(p, queueing) for p in PRIORITY_CLASSES]
 
 
-def cluster_objects() -> list[dict[str, Any]]:
-    """Cluster-scoped objects an admin installs once: PriorityClasses, then the runtimes."""
-    return [*priority_classes(), *cluster_training_runtimes()]
+def cluster_objects(queueing: str = "volcano") -> list[dict[str, Any]]:
+    """Cluster-scoped objects an admin installs once: PriorityClasses, then the runtimes
+    (those of the cluster's queueing backend)."""
+    return [*priority_classes(), *cluster_training_runtimes(queueing)]
 
 
 def pod_security_context() -> dict[str, Any]:
@@ -426,15 +506,27 @@ def _uses_dra(spec: WorkloadSpec) -> bool:
     return spec.offering.request_mode == "dra" and spec.gpus_per_replica > 0
 
 
+def _kueue(spec: WorkloadSpec) -> bool:
+    return spec.queueing == "kueue"
+
+
 def _labels(spec: WorkloadSpec) -> dict[str, str]:
     return workload_labels(spec.team.slug, spec.id, spec.kind)
 
 
-def _metadata(spec: WorkloadSpec, name: str, *, annotations: Mapping[str, str] | None = None) -> dict[str, Any]:
+def _metadata(
+    spec: WorkloadSpec,
+    name: str,
+    *,
+    annotations: Mapping[str, str] | None = None,
+    queued: bool = False,
+) -> dict[str, Any]:
+    """Object metadata; ``queued``: the object is what Kueue queues (it gets the queue label)."""
+    portal = {**_labels(spec), **(_queue_labels(spec) if queued else {})}
     meta: dict[str, Any] = {
         "name": name,
         "namespace": spec.team.namespace,
-        "labels": merge_labels(dict(spec.labels), _labels(spec)),
+        "labels": merge_labels(dict(spec.labels), portal),
     }
     merged = merge_labels(dict(spec.annotations), annotations or {})
     if merged:
@@ -442,12 +534,21 @@ def _metadata(spec: WorkloadSpec, name: str, *, annotations: Mapping[str, str] |
     return meta
 
 
-def _pod_labels(spec: WorkloadSpec) -> dict[str, str]:
-    return merge_labels(dict(spec.labels), _labels(spec))
+def _pod_labels(spec: WorkloadSpec, *, queued: bool = False) -> dict[str, str]:
+    """Pod template labels; ``queued``: Kueue's pod integration queues the pod itself."""
+    return merge_labels(dict(spec.labels), {**_labels(spec), **(_queue_labels(spec) if queued else {})})
 
 
 def _queue_annotation(spec: WorkloadSpec) -> dict[str, str]:
+    """Volcano's queue annotation; nothing on a Kueue cluster."""
+    if _kueue(spec):
+        return {}
     return {VOLCANO_QUEUE_ANNOTATION: team_queue_name(spec.team.slug)}
+
+
+def _queue_labels(spec: WorkloadSpec) -> dict[str, str]:
+    """Kueue's queue label naming the team namespace's LocalQueue; nothing on a Volcano cluster."""
+    return {KUEUE_QUEUE_LABEL: KUEUE_LOCAL_QUEUE} if _kueue(spec) else {}
 
 
 def _resources(spec: WorkloadSpec) -> dict[str, Any]:
@@ -524,13 +625,17 @@ def _pod_spec(
     restart_policy: str | None = None,
     gpu_claim: bool = True,
 ) -> dict[str, Any]:
-    pod: dict[str, Any] = {
-        "schedulerName": SCHEDULER_NAME,
-        "priorityClassName": spec.priority_class,
-        "serviceAccountName": WORKLOAD_SERVICE_ACCOUNT,
-        "automountServiceAccountToken": False,
-        "enableServiceLinks": False,
-    }
+    pod: dict[str, Any] = {}
+    if not _kueue(spec):
+        pod["schedulerName"] = SCHEDULER_NAME  # on a Kueue cluster the default scheduler places pods
+    pod.update(
+        {
+            "priorityClassName": spec.priority_class,
+            "serviceAccountName": WORKLOAD_SERVICE_ACCOUNT,
+            "automountServiceAccountToken": False,
+            "enableServiceLinks": False,
+        }
+    )
     if restart_policy:
         pod["restartPolicy"] = restart_policy
     if spec.kind == "training" and spec.max_runtime_seconds:
@@ -597,7 +702,7 @@ def _notebook(spec: WorkloadSpec) -> dict[str, Any]:
         )
     # The notebook controller copies the Notebook's labels and annotations onto the pod
     # (a Notebook's template has no metadata of its own), which is how the pod gets the
-    # portal's labels and Volcano's queue annotation.
+    # portal's labels and Volcano's queue annotation (or Kueue's queue label).
     annotations = _queue_annotation(spec)
     if spec.stopped:
         annotations[NOTEBOOK_STOPPED_ANNOTATION] = STOPPED_VALUE
@@ -606,7 +711,7 @@ def _notebook(spec: WorkloadSpec) -> dict[str, Any]:
     return {
         "apiVersion": NOTEBOOK_API,
         "kind": "Notebook",
-        "metadata": _metadata(spec, name, annotations=annotations),
+        "metadata": _metadata(spec, name, annotations=annotations, queued=True),
         "spec": {"template": {"spec": _pod_spec(spec, [container], volumes=volumes)}},
     }
 
@@ -636,7 +741,7 @@ def _notebook_statefulset(spec: WorkloadSpec) -> list[dict[str, Any]]:
     container["workingDir"] = WORKSPACE_MOUNT_PATH
     selector = {"statefulset": name}
     pod_metadata = {
-        "labels": {**_pod_labels(spec), **selector, "notebook-name": name},
+        "labels": {**_pod_labels(spec, queued=True), **selector, "notebook-name": name},
         "annotations": merge_labels(dict(spec.annotations), _queue_annotation(spec)),
     }
     service = {
@@ -653,7 +758,7 @@ def _notebook_statefulset(spec: WorkloadSpec) -> list[dict[str, Any]]:
     statefulset = {
         "apiVersion": "apps/v1",
         "kind": "StatefulSet",
-        "metadata": _metadata(spec, name),
+        "metadata": _metadata(spec, name, queued=True),
         "spec": {
             "replicas": 0 if spec.stopped else 1,
             "serviceName": name,
@@ -682,13 +787,16 @@ def _train_job(spec: WorkloadSpec) -> dict[str, Any]:
         **_placement(spec),
         "containers": [{"name": TRAINER_CONTAINER, "securityContext": container_security_context()}],
     }
+    # Trainer's Volcano plugin takes the PodGroup's queue from the JobSet template's
+    # annotations, which runtimePatches may set. Kueue reads the TrainJob's own label.
+    jobset_metadata: dict[str, Any] = {"labels": _labels(spec)}
+    if _queue_annotation(spec):
+        jobset_metadata["annotations"] = _queue_annotation(spec)
     patch = {
         "manager": RUNTIME_PATCH_MANAGER,
         "trainingRuntimeSpec": {
             "template": {
-                # Trainer's Volcano plugin takes the PodGroup's queue from the JobSet
-                # template's annotations, which runtimePatches may set.
-                "metadata": {"labels": _labels(spec), "annotations": _queue_annotation(spec)},
+                "metadata": jobset_metadata,
                 "spec": {
                     "replicatedJobs": [
                         {
@@ -706,17 +814,19 @@ def _train_job(spec: WorkloadSpec) -> dict[str, Any]:
         "runtimeRef": {
             "apiGroup": "trainer.kubeflow.org",
             "kind": "ClusterTrainingRuntime",
-            "name": torch_runtime_name(spec.priority_class),
+            "name": torch_runtime_name(spec.priority_class, spec.queueing),
         },
-        "trainer": trainer,
-        "runtimePatches": [patch],
     }
+    if _kueue(spec):
+        job_spec["suspend"] = True  # Kueue's TrainJob integration resumes it once admitted
+    job_spec["trainer"] = trainer
+    job_spec["runtimePatches"] = [patch]
     if spec.max_runtime_seconds:
         job_spec["activeDeadlineSeconds"] = spec.max_runtime_seconds
     return {
         "apiVersion": TRAINER_API,
         "kind": "TrainJob",
-        "metadata": _metadata(spec, workload_name(spec.name), annotations=_queue_annotation(spec)),
+        "metadata": _metadata(spec, workload_name(spec.name), annotations=_queue_annotation(spec), queued=True),
         "spec": job_spec,
     }
 
@@ -802,6 +912,88 @@ def _volcano_job(spec: WorkloadSpec) -> dict[str, Any]:
     }
 
 
+def _indexed_job(
+    spec: WorkloadSpec, name: str, pods: int, pod: dict[str, Any], *, backoff_limit: int = 0
+) -> dict[str, Any]:
+    """A replicated job of a JobSet: one Indexed Job of ``pods`` pods."""
+    job: dict[str, Any] = {
+        "completionMode": "Indexed",
+        "completions": pods,
+        "parallelism": pods,
+        "backoffLimit": backoff_limit,
+    }
+    if pod.get("restartPolicy") == "Never":  # a pod failure policy needs restartPolicy Never
+        job["podFailurePolicy"] = copy.deepcopy(_IGNORE_DISRUPTIONS)
+    job["template"] = {"metadata": {"labels": _pod_labels(spec)}, "spec": pod}
+    return {"name": name, "replicas": 1, "template": {"spec": job}}
+
+
+def _jobset(spec: WorkloadSpec) -> dict[str, Any]:
+    """Training on a Kueue cluster that is not a TrainJob: a suspended JobSet for Kueue to admit.
+
+    The replicated jobs follow ``_volcano_job``'s tasks (see the module docstring):
+
+    * torch: ``node``, ``replicas`` pods; MASTER_ADDR is pod 0 of ``node`` and RANK is read
+      from the index annotation Kubernetes writes on each pod.
+    * mpi: ``launcher`` (1 pod, the user's command, no GPU, OnFailure) and ``worker``
+      (``replicas`` pods, the image's entrypoint, OnFailure); the JobSet succeeds when the
+      launcher does, and the workers are then stopped.
+    * custom: ``worker``, ``replicas`` pods.
+    """
+    name = workload_name(spec.name)
+    n = spec.replicas
+
+    def hosts(job: str, count: int) -> list[str]:
+        # JobSet names pod i of job 0 of replicated job r "<jobset>-<r>-0-<i>" in the subdomain <jobset>.
+        return [f"{name}-{job}-0-{i}.{name}" for i in range(count)]
+
+    success: dict[str, Any] | None = None
+    if spec.framework == "torch":
+        env = {"MASTER_ADDR": hosts("node", 1)[0], "MASTER_PORT": str(PYTORCH_PORT), "WORLD_SIZE": str(n)}
+        container = _container(spec, "node", extra_env=env)
+        container["env"].append(
+            {
+                "name": "RANK",
+                "valueFrom": {"fieldRef": {"fieldPath": f"metadata.annotations['{JOB_COMPLETION_INDEX_ANNOTATION}']"}},
+            }
+        )
+        jobs = [_indexed_job(spec, "node", n, _pod_spec(spec, [container], restart_policy="Never"))]
+    elif spec.framework == "mpi":
+        launcher_resources = {"requests": dict(MPI_LAUNCHER_RESOURCES), "limits": dict(MPI_LAUNCHER_RESOURCES)}
+        launcher = _pod_spec(
+            spec,
+            [
+                _container(
+                    spec, "launcher", resources=launcher_resources, extra_env={"MPI_HOST": ",".join(hosts("worker", n))}
+                )
+            ],
+            restart_policy="OnFailure",
+            gpu_claim=False,
+        )
+        worker = _pod_spec(spec, [_container(spec, "worker", command=(), args=())], restart_policy="OnFailure")
+        jobs = [
+            _indexed_job(spec, "launcher", 1, launcher, backoff_limit=MPI_BACKOFF_LIMIT),
+            _indexed_job(spec, "worker", n, worker, backoff_limit=MPI_BACKOFF_LIMIT),
+        ]
+        success = {"operator": "Any", "targetReplicatedJobs": ["launcher"]}
+    else:
+        jobs = [_indexed_job(spec, "worker", n, _pod_spec(spec, [_container(spec, "worker")], restart_policy="Never"))]
+    jobset_spec: dict[str, Any] = {
+        "suspend": True,  # Kueue's JobSet integration resumes it once admitted
+        "network": {"enableDNSHostnames": True, "subdomain": name, "publishNotReadyAddresses": True},
+        "replicatedJobs": jobs,
+        "failurePolicy": {"maxRestarts": 0},
+    }
+    if success:
+        jobset_spec["successPolicy"] = success
+    return {
+        "apiVersion": JOBSET_API,
+        "kind": "JobSet",
+        "metadata": _metadata(spec, name, queued=True),
+        "spec": jobset_spec,
+    }
+
+
 def _inference_service(spec: WorkloadSpec) -> dict[str, Any]:
     name = workload_name(spec.name)
     predictor: dict[str, Any] = {
@@ -810,9 +1002,11 @@ def _inference_service(spec: WorkloadSpec) -> dict[str, Any]:
     }
     if spec.canary_traffic_percent is not None:
         predictor["canaryTrafficPercent"] = spec.canary_traffic_percent
-    # The predictor's labels and annotations go onto its pods.
-    predictor["labels"] = _pod_labels(spec)
-    predictor["annotations"] = _queue_annotation(spec)
+    # The predictor's labels and annotations go onto its pods (Kueue's pod integration
+    # queues each of them by its label).
+    predictor["labels"] = _pod_labels(spec, queued=True)
+    if _queue_annotation(spec):
+        predictor["annotations"] = _queue_annotation(spec)
     pod = _pod_spec(spec, [])
     del pod["containers"]
     predictor.update(pod)

@@ -36,8 +36,13 @@ PRIORITY_PREEMPTIBLE = "gpu-portal-preemptible"
 PRIORITY_CLASSES = (PRIORITY_GUARANTEED, PRIORITY_PREEMPTIBLE)
 
 # Kubeflow Trainer v2.3.0 cannot set priorityClassName from a TrainJob (runtimePatches
-# allow no such field), so there is one ClusterTrainingRuntime per priority class.
+# allow no such field), so there is one ClusterTrainingRuntime per priority class (and, on a
+# Kueue cluster, one without Volcano's gang scheduling, ``...-kueue-<tier>``).
 TORCH_RUNTIME_PREFIX = "gpu-portal-torch-distributed"
+
+# Kueue: the LocalQueue every team namespace has (quotas.kueue.LOCAL_QUEUE_NAME; a test pins
+# the two together). The same name everywhere, so building a workload needs no team lookup.
+KUEUE_LOCAL_QUEUE = "gpu-portal"
 
 # Suffixes of the objects a workload owns besides its main object.
 GPU_CLAIM_SUFFIX = "gpu"
@@ -76,7 +81,7 @@ def team_queue_name(team_slug: str) -> str:
 
 
 def workload_name(name: str) -> str:
-    """Name of a workload's main object (Notebook, TrainJob, Volcano Job, InferenceService)."""
+    """Name of a workload's main object (Notebook, TrainJob, Volcano Job, JobSet, InferenceService)."""
     return dns_label(name)
 
 
@@ -90,10 +95,13 @@ def workspace_pvc_name(name: str) -> str:
     return dns_label(name, WORKSPACE_SUFFIX)
 
 
-def torch_runtime_name(priority_class: str) -> str:
+def torch_runtime_name(priority_class: str, queueing: str = "volcano") -> str:
     """ClusterTrainingRuntime for torch TrainJobs of one priority class.
 
-    ``gpu-portal-guaranteed`` -> ``gpu-portal-torch-distributed-guaranteed``.
+    ``gpu-portal-guaranteed`` -> ``gpu-portal-torch-distributed-guaranteed``; on a Kueue
+    cluster ``gpu-portal-torch-distributed-kueue-guaranteed``.
     """
     tier = priority_class.removeprefix("gpu-portal-")
+    if queueing == "kueue":
+        return dns_label(TORCH_RUNTIME_PREFIX, "kueue", tier)
     return dns_label(TORCH_RUNTIME_PREFIX, tier)

@@ -2,9 +2,15 @@
 
 Pure functions: the reconcile lists each kind once, groups the objects by the
 workload-id label and hands each workload's objects here. Status fields are the ones
-the upstream controllers write (Kubeflow notebook controller, Trainer, Volcano,
+the upstream controllers write (Kubeflow notebook controller, Trainer, Volcano, JobSet,
 KServe); pods fill in what a controller does not say, such as why nothing is running
 yet (the scheduler's message on the pod's PodScheduled condition).
+
+On a Kueue cluster, work waits for admission before the scheduler ever sees it (a
+suspended TrainJob or JobSet has no pods; a gated pod is not scheduled), so the reason
+comes from Kueue's Workloads instead: their ``QuotaReserved`` condition says what does
+not fit ("couldn't assign flavors to pod set node: insufficient unused quota for
+nvidia.com/gpu in flavor gpu-h100-80gb, 2 more needed").
 """
 
 from __future__ import annotations
@@ -70,10 +76,37 @@ def _all_running(pods: Sequence[dict], expected: int) -> bool:
     return len(running) >= max(expected, 1)
 
 
-def derive(kind: str, main: dict | None, pods: Sequence[dict], expected_pods: int = 1) -> Observed:
-    """The phase of one workload from its main object and its pods."""
+def queue_reason(queued: Sequence[dict]) -> str:
+    """Why Kueue has not admitted the workload: the message of a Workload whose quota is not
+    reserved, or "" when every Workload is admitted (or there are none)."""
+    for wl in queued:
+        if _is_true(wl, "Finished"):
+            continue
+        cond = _condition(wl, "QuotaReserved")
+        if not (cond and cond.get("status") == "True"):
+            return (cond or {}).get("message") or "Waiting for Kueue to admit the workload."
+    return ""
+
+
+def derive(
+    kind: str, main: dict | None, pods: Sequence[dict], expected_pods: int = 1, queued: Sequence[dict] = ()
+) -> Observed:
+    """The phase of one workload from its main object, its pods and its Kueue Workloads.
+
+    ``queued``: the Workloads Kueue made for it (none on a Volcano cluster); while one waits
+    for quota, its message is the pending reason.
+    """
     if main is None:
         return Observed("missing")
+    seen = _derive(kind, main, pods, expected_pods)
+    if seen.phase == "pending" and queued:
+        waiting = queue_reason(queued)
+        if waiting:
+            return Observed("pending", waiting, url=seen.url)
+    return seen
+
+
+def _derive(kind: str, main: dict, pods: Sequence[dict], expected_pods: int) -> Observed:
     if kind == "Notebook":
         return _notebook(main, pods)
     if kind == "StatefulSet":
@@ -82,6 +115,8 @@ def derive(kind: str, main: dict | None, pods: Sequence[dict], expected_pods: in
         return _trainjob(main, pods, expected_pods)
     if kind == "Job":
         return _volcano_job(main, pods, expected_pods)
+    if kind == "JobSet":
+        return _jobset(main, pods, expected_pods)
     if kind == "InferenceService":
         return _inference_service(main, pods)
     raise ValueError(f"no status derivation for kind {kind!r}")
@@ -114,6 +149,19 @@ def _trainjob(job: dict, pods: Sequence[dict], expected: int) -> Observed:
         return Observed("pending", "Waiting in the queue (suspended until admitted).")
     if pods and _all_running(pods, expected):
         return Observed("running", f"All {len(pods)} nodes are running.", started_at=_running_since(pods))
+    return Observed("pending", pending_reason(pods))
+
+
+def _jobset(js: dict, pods: Sequence[dict], expected: int) -> Observed:
+    """JobSet's conditions: Completed or Failed end it; Suspended while Kueue holds it back."""
+    for type_, phase in (("Completed", "succeeded"), ("Failed", "failed")):
+        cond = _condition(js, type_)
+        if cond and cond.get("status") == "True":
+            return Observed(phase, cond.get("message") or cond.get("reason", ""), started_at=_running_since(pods))
+    if (js.get("spec") or {}).get("suspend") or _is_true(js, "Suspended"):
+        return Observed("pending", "Waiting in the queue (suspended until admitted).")
+    if pods and _all_running(pods, expected):
+        return Observed("running", f"All {len(pods)} pods are running.", started_at=_running_since(pods))
     return Observed("pending", pending_reason(pods))
 
 

@@ -1,7 +1,8 @@
 """The controller loop: one pass runs every controller once, in data-flow order.
 
     housekeeping (GC, namespaces, service accounts, PVCs, event expiry)
-    -> workload controllers (Notebook, StatefulSet, TrainJob, Volcano Job, InferenceService) create pods
+    -> Kueue (profiles with ``queueing: kueue``: Workloads, admission, resume and ungate)
+    -> workload controllers (Notebook, StatefulSet, TrainJob, JobSet, Volcano Job, InferenceService) create pods
     -> ResourceClaim controller (claims from templates)
     -> scheduler (bind pods, assign devices)
     -> kubelet (start and finish pods)
@@ -16,7 +17,18 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from sandbox.controllers import housekeeping, inference, kubelet, notebooks, quotas, statefulsets, trainjobs, volcano
+from sandbox.controllers import (
+    housekeeping,
+    inference,
+    jobsets,
+    kubelet,
+    kueue,
+    notebooks,
+    quotas,
+    statefulsets,
+    trainjobs,
+    volcano,
+)
 from sandbox.controllers.base import Ctx
 from sandbox.scheduler import Scheduler
 
@@ -27,9 +39,11 @@ log = logging.getLogger("sandbox.controllers")
 
 STEPS: tuple[tuple[str, Callable[[Ctx], None]], ...] = (
     ("housekeeping", housekeeping.reconcile),
+    ("kueue", kueue.reconcile),
     ("notebooks", notebooks.reconcile),
     ("statefulsets", statefulsets.reconcile),
     ("trainjobs", trainjobs.reconcile),
+    ("jobsets", jobsets.reconcile),
     ("volcano-jobs", volcano.reconcile_jobs),
     ("inference", inference.reconcile),
     ("resource-claims", kubelet.reconcile_claims),

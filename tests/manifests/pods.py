@@ -6,6 +6,7 @@ core Kubernetes validation, each is turned back into the pod spec the controller
 * Notebook: ``spec.template.spec``; the controller copies the Notebook's labels and
   annotations (except those containing "notebook" or "kubectl") onto the pod.
 * Volcano Job: each task's template.
+* JobSet: each replicated job's pod template (the Job controller adds only labels and env).
 * TrainJob: the ClusterTrainingRuntime's ``node`` template, merged with the TrainJob's
   ``runtimePatches`` and ``trainer`` fields the way Trainer merges them.
 * InferenceService: the predictor's pod-spec fields plus its model or custom container.
@@ -90,6 +91,15 @@ def pods_of(obj: dict[str, Any]) -> list[Pod]:
             )
             for t in obj["spec"]["tasks"]
         ]
+    if kind == "JobSet":
+        return [
+            Pod(
+                f"JobSet job {rj['name']}",
+                rj["template"]["spec"]["template"]["spec"],
+                dict(rj["template"]["spec"]["template"].get("metadata", {}).get("labels", {})),
+            )
+            for rj in obj["spec"]["replicatedJobs"]
+        ]
     if kind == "StatefulSet":
         template = obj["spec"]["template"]
         return [
@@ -126,7 +136,7 @@ def _merge_named(base: list[dict], patch: list[dict], key: str) -> list[dict]:
 def trainjob_pod(train_job: dict[str, Any]) -> Pod:
     """Rebuild the pod Trainer creates: runtime template, then runtimePatches, then trainer."""
     ref = train_job["spec"]["runtimeRef"]
-    runtimes = {r["metadata"]["name"]: r for r in cluster_training_runtimes()}
+    runtimes = {r["metadata"]["name"]: r for q in ("volcano", "kueue") for r in cluster_training_runtimes(q)}
     assert ref["name"] in runtimes, f"TrainJob refers to unknown runtime {ref['name']}"
     runtime = runtimes[ref["name"]]
     (rj,) = [j for j in runtime["spec"]["template"]["spec"]["replicatedJobs"] if j["name"] == "node"]

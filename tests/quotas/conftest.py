@@ -1,4 +1,7 @@
-"""Fixtures for quota tests: quotas of the cast's teams, the jobs builder, Kueue's CEL rules."""
+"""Fixtures for quota tests: quotas of the cast's teams and the jobs builder.
+
+Kueue's CEL rules live with the others in tests/kube_schemas.py (KNOWN_CEL).
+"""
 
 from __future__ import annotations
 
@@ -8,39 +11,6 @@ from unittest import mock
 import pytest
 
 from quotas.models import Quota
-from tests import kube_schemas
-
-# CEL rules of Kueue's v1beta2 ClusterQueue and ResourceFlavor CRDs that can fire on create,
-# with their equivalents (tests/kube_schemas.py refuses to pass a rule it does not know).
-KUEUE_CEL = {
-    (
-        "!has(self.cohortName) && has(self.resourceGroups) ? self.resourceGroups.all(rg, rg.flavors.all(f, "
-        "f.resources.all(r, !has(r.borrowingLimit)))) : true"
-    ): lambda s: (
-        "cohortName" in s
-        or all(
-            "borrowingLimit" not in r for g in s.get("resourceGroups", []) for f in g["flavors"] for r in f["resources"]
-        )
-    ),
-    "self.flavors.all(x, size(x.resources) == size(self.coveredResources))": lambda s: all(
-        len(f["resources"]) == len(s["coveredResources"]) for f in s["flavors"]
-    ),
-    (
-        "!(self.reclaimWithinCohort == 'Never' && has(self.borrowWithinCohort) && "
-        "self.borrowWithinCohort.policy != 'Never')"
-    ): lambda s: (
-        not (
-            s.get("reclaimWithinCohort", "Never") == "Never"
-            and "borrowWithinCohort" in s
-            and s["borrowWithinCohort"].get("policy", "Never") != "Never"
-        )
-    ),
-    "!has(self.topologyName) || self.nodeLabels.size() >= 1": lambda s: (
-        "topologyName" not in s or len(s.get("nodeLabels", {})) >= 1
-    ),
-}
-for _rule, _check in KUEUE_CEL.items():
-    kube_schemas.KNOWN_CEL.setdefault(_rule, _check)
 
 
 @pytest.fixture(autouse=True)
