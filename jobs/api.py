@@ -6,7 +6,7 @@ import yaml
 from django.core.exceptions import ImproperlyConfigured
 from django.db.models import Prefetch
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, inline_serializer
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
@@ -21,6 +21,7 @@ from jobs.models import Workload, WorkloadEvent
 from jobs.serializers import WorkloadDetailSerializer, WorkloadRequestSerializer, WorkloadSerializer
 from jobs.specs import SpecError
 from portal.access import team_for
+from portal.schema import ErrorSerializer
 from quotas.admission import QuotaRefused
 
 CONTROL_FIELDS = ("team", "wants_exception", "exception_reason")
@@ -172,7 +173,9 @@ class WorkloadViewSet(
                     "pods": serializers.ListField(child=serializers.CharField()),
                     "log": serializers.CharField(),
                 },
-            )
+            ),
+            400: ErrorSerializer,
+            502: OpenApiResponse(ErrorSerializer, description="The cluster did not answer, or none is configured."),
         },
     )
     @action(detail=True, methods=["get"])

@@ -51,13 +51,15 @@ def active_offerings() -> dict[str, Offering]:
 
 def validate(data: Mapping, team: Team, workload_id: int = 0) -> WorkloadSpec:
     """The one validation of a request, shared by the form, the API and the preview."""
-    return validate_request(
+    spec = validate_request(
         data,
         team=team_ref(team),
         offerings=active_offerings(),
         allowed_registries=settings.ALLOWED_IMAGE_REGISTRIES,
         workload_id=workload_id,
     )
+    # The preview shows what this cluster's backend would get.
+    return replace(spec, queueing=queueing())
 
 
 def request_data(workload: Workload) -> dict:

@@ -105,6 +105,8 @@ class WorkloadSerializer(serializers.ModelSerializer):
     team = serializers.CharField(source="team.slug")
     created_by = serializers.CharField(source="created_by.username")
     offering = serializers.CharField(source="offering.slug")
+    # Empty until the workload serves something, so not a "uri" in the schema.
+    url = serializers.CharField(read_only=True, help_text="Where it is served once running; empty until then.")
 
     class Meta:
         model = Workload

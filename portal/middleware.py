@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from django.http import HttpResponseBadRequest, JsonResponse
+
 # Every asset is served by the portal itself, so 'self' is enough; no unsafe-eval.
 # htmx needs no eval; its indicator styles are disabled in base.html.
 CSP = "; ".join(
@@ -34,3 +36,32 @@ class ContentSecurityPolicyMiddleware:
         else:
             response.setdefault("Content-Security-Policy", CSP)
         return response
+
+
+# How a NUL character arrives: raw (a decoded path), percent-encoded (query strings, forms), escaped (JSON).
+NUL_SPELLINGS = (b"\x00", b"%00", b"\\u0000")
+NUL_REFUSED = "The request contains a NUL character (0x00), which no field accepts."
+
+
+class RefuseNulCharacters:
+    """400 for a request whose path, query string or body holds a NUL character.
+
+    PostgreSQL cannot store or even compare text containing NUL, so such input made every
+    view that filters or saves it crash (500): ``?team=%00`` on a list, a token name, a
+    team slug in the URL. Nothing the portal takes may contain one, so it is refused here,
+    once, before any view. The price: a JSON string with the literal text ``\\u0000``
+    is refused too.
+    """
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        parts = [request.path_info.encode(), request.META.get("QUERY_STRING", "").encode()]
+        if request.method not in ("GET", "HEAD", "OPTIONS"):
+            parts.append(request.body)
+        if any(nul in part for part in parts for nul in NUL_SPELLINGS):
+            if request.path_info.startswith("/api/"):
+                return JsonResponse({"detail": NUL_REFUSED}, status=400)
+            return HttpResponseBadRequest(NUL_REFUSED, content_type="text/plain")
+        return self.get_response(request)

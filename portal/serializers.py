@@ -19,6 +19,8 @@ class TeamSerializer(serializers.ModelSerializer):
 
 
 class OfferingSerializer(serializers.ModelSerializer):
+    # A slug with dots (MIG profiles: a100-80gb-1g.10gb), which a SlugField's pattern refuses.
+    slug = serializers.CharField(read_only=True, help_text="e.g. h100-80gb or a100-80gb-1g.10gb.")
     share_of_gpu = serializers.SerializerMethodField(help_text="Share of one physical GPU per unit, e.g. 0.142857.")
 
     class Meta:

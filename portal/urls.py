@@ -6,6 +6,8 @@ from rest_framework.routers import SimpleRouter
 
 from portal import api_views, health, views
 
+handler404 = "portal.views.not_found"
+
 router = SimpleRouter(trailing_slash=True)
 router.register("teams", api_views.TeamViewSet, basename="team")
 router.register("offerings", api_views.OfferingViewSet, basename="offering")

@@ -2,7 +2,10 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.http import JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.views import defaults
 from django.views.decorators.http import require_POST
 
 from portal.access import team_for
@@ -21,7 +24,9 @@ def switch_team(request):
     team = team_for(request.user, request.POST.get("team", ""))
     request.session["team"] = team.slug
     next_url = request.POST.get("next") or "/"
-    if not next_url.startswith("/") or next_url.startswith("//"):
+    # Django's check, not a prefix test: browsers read "/\\evil.example" as "//evil.example".
+    safe = url_has_allowed_host_and_scheme(next_url, {request.get_host()}, require_https=request.is_secure())
+    if not safe:
         next_url = "/"
     return redirect(next_url)
 
@@ -48,3 +53,14 @@ def revoke_token(request, pk: int):
     token.delete()
     messages.success(request, f"Token '{token.name}' revoked.")
     return redirect("profile")
+
+
+def not_found(request, exception):
+    """A URL that names nothing: the API's error format under /api/, the portal's 404 page elsewhere.
+
+    API clients parse every answer as JSON; a path argument the URL patterns refuse (an id
+    that is not a number) would otherwise get them an HTML page.
+    """
+    if request.path.startswith("/api/"):
+        return JsonResponse({"detail": "Not found."}, status=404)
+    return defaults.page_not_found(request, exception)

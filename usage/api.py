@@ -22,6 +22,7 @@ from rest_framework.views import APIView
 
 from jobs.models import State, Workload
 from portal.access import team_for, visible_teams
+from portal.schema import ErrorSerializer
 from usage import rightsizing, spend
 
 MAX_DAYS = 366
@@ -71,6 +72,9 @@ def _amounts(keys_and_totals):
     return {k: (allocated[k], used[k], allocated[k] - used[k]) for k, _ in keys_and_totals}
 
 
+# A bad date or range is a 400; a ``team`` the caller is not in (or that does not exist) a 404.
+RANGE_ERRORS = {400: ErrorSerializer, 404: ErrorSerializer}
+
 RANGE_PARAMETERS = [
     OpenApiParameter("start", OpenApiTypes.DATE, description="first day (UTC), default: 30 days ago"),
     OpenApiParameter("end", OpenApiTypes.DATE, description="last day (UTC, included), default: today"),
@@ -87,7 +91,7 @@ class UsageView(APIView):
             OpenApiParameter("group_by", str, enum=["team", "user", "workload", "offering", "day"]),
             *RANGE_PARAMETERS,
         ],
-        responses={200: OpenApiTypes.OBJECT},
+        responses={200: OpenApiTypes.OBJECT, **RANGE_ERRORS},
         description="Allocated, used and idle GPU cost, grouped. Amounts are strings with two decimals.",
     )
     def get(self, request):
@@ -150,10 +154,15 @@ CSV_COLUMNS = [
 class ExportView(APIView):
     """GET /api/v1/usage/export.csv?start=&end=&team= — one row per team, user, workload, GPU class and day."""
 
+    def perform_content_negotiation(self, request, force=False):
+        # The view writes the CSV itself; the renderers only serve errors, as JSON. Without
+        # force, a client sending "Accept: text/csv" would be refused with 406.
+        return super().perform_content_negotiation(request, force=True)
+
     @extend_schema(
         tags=["usage"],
         parameters=RANGE_PARAMETERS,
-        responses={(200, "text/csv"): OpenApiTypes.STR},
+        responses={(200, "text/csv"): OpenApiTypes.STR, **RANGE_ERRORS},
         description="Chargeback export as CSV.",
     )
     def get(self, request):
@@ -193,7 +202,7 @@ class RightsizingView(APIView):
     @extend_schema(
         tags=["usage"],
         parameters=[OpenApiParameter("team", str, description="team slug; default: all your teams")],
-        responses={200: OpenApiTypes.OBJECT},
+        responses={200: OpenApiTypes.OBJECT, 404: ErrorSerializer},
         description="The smallest offering that would have served each workload, and what it would save.",
     )
     def get(self, request):

@@ -86,10 +86,12 @@ class ObjectList(Objects):
 class KindCheck:
     info: KindInfo
     installed: bool
+    queueing: str = "volcano"
 
     @property
     def required(self) -> bool:
-        return self.info.need is Need.REQUIRED
+        """Required everywhere, or by the cluster's queueing backend."""
+        return self.info.need is Need.REQUIRED or self.info.need.value == self.queueing
 
 
 @dataclass(frozen=True)
@@ -346,8 +348,10 @@ class Cluster:
 
     # -- cluster check -----------------------------------------------------------------
 
-    def check(self) -> ClusterCheck:
+    def check(self, queueing: str = "volcano") -> ClusterCheck:
         """Is the API reachable, which version is it, and which extension kinds does it serve?
+
+        ``queueing`` is the cluster profile's backend: its kinds are required, the other's not.
 
         1. GET /version; any failure means unreachable, with the error kept.
         2. GET each group version's discovery document once; a 404 means the whole group
@@ -373,7 +377,9 @@ class Cluster:
                 problems.append(f"{info.api_version}: {exc}")
                 continue
             served[path] = {str(r.get("name")) for r in document.get("resources") or [] if isinstance(r, dict)}
-        kinds = tuple(KindCheck(info, info.plural in served[info.group_version_path]) for info in checked_kinds())
+        kinds = tuple(
+            KindCheck(info, info.plural in served[info.group_version_path], queueing) for info in checked_kinds()
+        )
         return ClusterCheck(
             url=self.url,
             reachable=True,

@@ -24,8 +24,11 @@ class Need(Enum):
     BUILTIN = "builtin"
     # An extension (CRD) the portal cannot run without; `cluster_check` fails without it.
     REQUIRED = "required"
-    # Used only by some cluster profiles (gang scheduling PodGroups, Kueue queueing, DRA pools).
+    # Used only by some cluster profiles (gang scheduling PodGroups, DRA pools).
     OPTIONAL = "optional"
+    # Required when the cluster profile queues with that backend (``queueing:``).
+    VOLCANO = "volcano"
+    KUEUE = "kueue"
     # Installed together with a required extension and checked through it: Kubeflow Trainer
     # v2 runs its TrainJobs on JobSet, so a cluster that serves TrainJobs serves JobSets.
     WITH_TRAINER = "with-trainer"
@@ -101,7 +104,7 @@ KINDS: tuple[KindInfo, ...] = (
         "trainer.kubeflow.org/v1alpha1", "ClusterTrainingRuntime", "clustertrainingruntimes", False, Need.REQUIRED
     ),
     KindInfo("serving.kserve.io/v1beta1", "InferenceService", "inferenceservices", True, Need.REQUIRED),
-    KindInfo("batch.volcano.sh/v1alpha1", "Job", "jobs", True, Need.REQUIRED),
+    KindInfo("batch.volcano.sh/v1alpha1", "Job", "jobs", True, Need.VOLCANO),
     # On a Kueue cluster, training that is not a TrainJob runs as a JobSet (Trainer v2 runs
     # on JobSet, so every cluster with Trainer has it; only Kueue profiles use it directly).
     KindInfo("jobset.x-k8s.io/v1alpha2", "JobSet", "jobsets", True, Need.WITH_TRAINER),
@@ -109,12 +112,12 @@ KINDS: tuple[KindInfo, ...] = (
     # created by Volcano itself. Kueue is the alternative some clusters use (a cluster
     # profile with `queueing: kueue`): the portal writes ResourceFlavors, ClusterQueues and
     # LocalQueues, and reads the Workloads Kueue makes (for why work is still waiting).
-    KindInfo("scheduling.volcano.sh/v1beta1", "Queue", "queues", False, Need.REQUIRED),
+    KindInfo("scheduling.volcano.sh/v1beta1", "Queue", "queues", False, Need.VOLCANO),
     KindInfo("scheduling.volcano.sh/v1beta1", "PodGroup", "podgroups", True, Need.OPTIONAL),
-    KindInfo("kueue.x-k8s.io/v1beta2", "ResourceFlavor", "resourceflavors", False, Need.OPTIONAL),
-    KindInfo("kueue.x-k8s.io/v1beta2", "ClusterQueue", "clusterqueues", False, Need.OPTIONAL),
-    KindInfo("kueue.x-k8s.io/v1beta2", "LocalQueue", "localqueues", True, Need.OPTIONAL),
-    KindInfo("kueue.x-k8s.io/v1beta2", "Workload", "workloads", True, Need.OPTIONAL),
+    KindInfo("kueue.x-k8s.io/v1beta2", "ResourceFlavor", "resourceflavors", False, Need.KUEUE),
+    KindInfo("kueue.x-k8s.io/v1beta2", "ClusterQueue", "clusterqueues", False, Need.KUEUE),
+    KindInfo("kueue.x-k8s.io/v1beta2", "LocalQueue", "localqueues", True, Need.KUEUE),
+    KindInfo("kueue.x-k8s.io/v1beta2", "Workload", "workloads", True, Need.KUEUE),
 )
 
 _BY_KEY: dict[tuple[str, str], KindInfo] = {(k.api_version, k.kind): k for k in KINDS}

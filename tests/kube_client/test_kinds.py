@@ -44,11 +44,26 @@ def test_the_table_has_one_row_per_api_version_and_kind():
     assert len({(k.api_version, k.kind) for k in KINDS}) == len(KINDS)
 
 
-def test_the_workload_crds_are_required_and_kueue_is_optional():
+def test_the_workload_crds_are_required_and_each_queueing_backend_needs_its_own_kinds():
     needs = {k.kind: k.need for k in checked_kinds()}
 
-    for kind in ("Notebook", "TrainJob", "ClusterTrainingRuntime", "InferenceService", "Job", "Queue"):
+    for kind in ("Notebook", "TrainJob", "ClusterTrainingRuntime", "InferenceService"):
         assert needs[kind] is Need.REQUIRED
-    for kind in ("PodGroup", "ResourceFlavor", "ClusterQueue", "LocalQueue", "Workload"):
-        assert needs[kind] is Need.OPTIONAL
+    for kind in ("Job", "Queue"):
+        assert needs[kind] is Need.VOLCANO
+    for kind in ("ResourceFlavor", "ClusterQueue", "LocalQueue", "Workload"):
+        assert needs[kind] is Need.KUEUE
+    assert needs["PodGroup"] is Need.OPTIONAL
     assert "Pod" not in needs
+
+
+def test_a_kind_is_required_by_the_backend_that_uses_it():
+    from jobs.kube.client import KindCheck
+    from jobs.kube.kinds import kind_info
+
+    volcano_job = kind_info("batch.volcano.sh/v1alpha1", "Job")
+    local_queue = kind_info("kueue.x-k8s.io/v1beta2", "LocalQueue")
+    assert KindCheck(volcano_job, False, "volcano").required
+    assert not KindCheck(volcano_job, False, "kueue").required
+    assert KindCheck(local_queue, False, "kueue").required
+    assert not KindCheck(local_queue, False, "volcano").required

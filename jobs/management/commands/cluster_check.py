@@ -22,8 +22,10 @@ class Command(BaseCommand):
             cluster = Cluster.from_settings()
         except ImproperlyConfigured as exc:
             raise CommandError(str(exc), returncode=1) from exc
+        from jobs.lifecycle import queueing
+
         with cluster:
-            result = cluster.check()
+            result = cluster.check(queueing())
         self.report(result)
         if not result.reachable:
             raise CommandError(f"cluster at {result.url} is unreachable: {result.error}", returncode=1)

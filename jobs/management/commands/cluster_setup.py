@@ -9,6 +9,7 @@ from django.core.management.base import BaseCommand
 
 from jobs.kube.client import Cluster
 from jobs.kube.manifests import cluster_objects
+from jobs.lifecycle import queueing
 
 
 class Command(BaseCommand):
@@ -18,7 +19,7 @@ class Command(BaseCommand):
         parser.add_argument("--apply", action="store_true", help="apply them to the configured cluster")
 
     def handle(self, *args, apply, **options):
-        objects = cluster_objects()
+        objects = cluster_objects(queueing())
         if not apply:
             self.stdout.write(yaml.safe_dump_all(objects, sort_keys=False))
             return
