@@ -132,6 +132,35 @@ class WorkloadViewSet(
             )
         return Response(WorkloadDetailSerializer(self.get_queryset().get(pk=workload.pk)).data)
 
+    @extend_schema(
+        request=inline_serializer(
+            "Rollout",
+            {
+                "storage_uri": serializers.CharField(help_text="the new model version, e.g. s3://models/x/v4"),
+                "canary_traffic_percent": serializers.IntegerField(
+                    required=False,
+                    allow_null=True,
+                    help_text="0-100: share of traffic for the new version; "
+                    "omit or null to send it all traffic (promote)",
+                ),
+            },
+        ),
+        responses={200: WorkloadDetailSerializer, 400: OpenApiTypes.OBJECT},
+        description="Deploy a new model version over a live endpoint, as a canary or to all traffic.",
+    )
+    @action(detail=True, methods=["post"])
+    def rollout(self, request, pk=None):
+        workload = self.get_object()
+        data = request.data if isinstance(request.data, dict) else {}
+        storage_uri = data.get("storage_uri")
+        if not isinstance(storage_uri, str) or not storage_uri:
+            raise ValidationError({"storage_uri": ["required: the new model version's storage URI"]})
+        try:
+            lifecycle.rollout(request.user, workload, storage_uri, data.get("canary_traffic_percent"))
+        except SpecError as exc:
+            raise ValidationError(exc.errors) from None
+        return Response(WorkloadDetailSerializer(self.get_queryset().get(pk=workload.pk)).data)
+
     @extend_schema(request=None, responses={200: WorkloadDetailSerializer, 409: OpenApiTypes.OBJECT})
     @action(detail=True, methods=["post"])
     def start(self, request, pk=None):

@@ -524,3 +524,52 @@ def apply_team(team_id: int, cluster) -> None:
     team = Team.objects.filter(pk=team_id).first()
     if team is not None:
         cluster.apply_all(team_objects(team_ref(team), team_quota_map(team)))
+
+
+# --- new model versions of an endpoint ---------------------------------------------------
+
+
+def rollout(user, workload: Workload, storage_uri: str, canary_traffic_percent: int | None) -> Workload:
+    """Deploy a new model version over a live endpoint, optionally as a canary.
+
+    KServe keeps the previous revision serving the rest of the traffic while
+    ``canaryTrafficPercent`` is set; rolling out again with no percentage promotes the
+    latest revision to all traffic. Validated like a new request; applied by a task.
+    """
+    if workload.kind != Kind.ENDPOINT or workload.state not in (State.SUBMITTED, State.RUNNING):
+        raise SpecError({"state": ["only a submitted or running endpoint can roll out a new model version"]})
+    data = {**request_data(workload), "storage_uri": storage_uri, "canary_traffic_percent": canary_traffic_percent}
+    data = {k: v for k, v in data.items() if v is not None}
+    spec = validate(data, workload.team, workload.pk)
+    share = (
+        f"{spec.canary_traffic_percent}% of the traffic (canary)"
+        if spec.canary_traffic_percent is not None
+        else ("all traffic")
+    )
+    with transaction.atomic():
+        changed = Workload.objects.filter(pk=workload.pk, state__in=[State.SUBMITTED, State.RUNNING]).update(
+            storage_uri=spec.storage_uri, canary_traffic_percent=spec.canary_traffic_percent
+        )
+        if not changed:
+            raise SpecError({"state": ["the endpoint stopped meanwhile"]})
+        workload.refresh_from_db()
+        record(workload, f"{user.username} rolled out {spec.storage_uri} to {share}.", actor=user)
+        _enqueue("apply_workload", workload.pk)
+    return workload
+
+
+def apply_current(workload_id: int, cluster) -> bool:
+    """Apply a live workload's objects as its row says now (after a rollout). Idempotent."""
+    workload = Workload.objects.select_related("team", "offering").filter(pk=workload_id).first()
+    if workload is None or workload.deleted_at or workload.state not in (State.SUBMITTED, State.RUNNING):
+        return False
+    objects = workload_objects_of(workload)
+    cluster.apply_all(objects)
+    Workload.objects.filter(pk=workload.pk).update(applied_manifests=objects)
+    return True
+
+
+def workload_objects_of(workload: Workload) -> list[dict]:
+    from jobs.kube.manifests import workload_objects
+
+    return workload_objects(spec_of(workload))

@@ -79,3 +79,13 @@ def refresh_capacity() -> int:
 @shared_task(name="jobs.recount_quota_usage", acks_late=True, time_limit=120, soft_time_limit=100)
 def recount_quota_usage() -> None:
     lifecycle.recount_quota_usage()
+
+
+@shared_task(name="jobs.apply_workload", **RETRY)
+def apply_workload(self, workload_id: int) -> None:
+    """Re-apply a live workload's objects (a new model version of an endpoint)."""
+    try:
+        with Cluster.from_settings() as cluster:
+            lifecycle.apply_current(workload_id, cluster)
+    except ClusterError as exc:
+        _retry_later(self, exc)

@@ -193,3 +193,60 @@ def test_the_openapi_schema_documents_the_workload_endpoints_with_examples(clien
     ]:
         assert path in schema
     assert "Notebook on a MIG slice" in schema
+
+
+def endpoint(name="sentiment", **extra):
+    return {
+        "kind": "endpoint",
+        "name": name,
+        "offering": "h100-80gb",
+        "gpus_per_replica": 1,
+        "model_format": "sklearn",
+        "storage_uri": "s3://models/sentiment/v1",
+        **extra,
+    }
+
+
+def test_a_new_model_version_rolls_out_as_a_canary_then_is_promoted(api, cast, quota):
+    from tests.jobs.fakes import FakeCluster
+
+    w = lifecycle.request_workload(cast.alice, cast.vision, endpoint())
+    cluster = FakeCluster()
+    lifecycle.submit(w.pk, cluster)
+    api.force_authenticate(cast.alice)
+    response = api.post(
+        f"/api/v1/workloads/{w.pk}/rollout/",
+        {"storage_uri": "s3://models/sentiment/v2", "canary_traffic_percent": 10},
+        format="json",
+    )
+    assert response.status_code == 200, response.content
+    assert (
+        "rolled out s3://models/sentiment/v2 to 10% of the traffic (canary)"
+        in response.json()["timeline"][-1]["message"]
+    )
+    assert lifecycle.apply_current(w.pk, cluster)
+    predictor = cluster.applied[-1]["spec"]["predictor"]
+    assert predictor["canaryTrafficPercent"] == 10
+    assert predictor["model"]["storageUri"] == "s3://models/sentiment/v2"
+    api.post(f"/api/v1/workloads/{w.pk}/rollout/", {"storage_uri": "s3://models/sentiment/v2"}, format="json")
+    lifecycle.apply_current(w.pk, cluster)
+    assert "canaryTrafficPercent" not in cluster.applied[-1]["spec"]["predictor"]
+
+
+def test_a_rollout_names_the_bad_field_and_only_endpoints_roll_out(api, cast, quota):
+    from tests.jobs.fakes import FakeCluster
+
+    w = lifecycle.request_workload(cast.alice, cast.vision, endpoint())
+    lifecycle.submit(w.pk, FakeCluster())
+    api.force_authenticate(cast.alice)
+    bad = api.post(
+        f"/api/v1/workloads/{w.pk}/rollout/",
+        {"storage_uri": "ftp://x/y", "canary_traffic_percent": 150},
+        format="json",
+    )
+    assert bad.status_code == 400
+    assert {"storage_uri", "canary_traffic_percent"} <= set(bad.json())
+    nb = lifecycle.request_workload(cast.alice, cast.vision, notebook("nb"))
+    refused = api.post(f"/api/v1/workloads/{nb.pk}/rollout/", {"storage_uri": "s3://m/v2"}, format="json")
+    assert refused.status_code == 400
+    assert "state" in refused.json()

@@ -82,6 +82,7 @@ ACCESS: dict[str, dict[str, Rule]] = {
     "api:workload-logs": {"GET": USER},
     "api:workload-start": {"POST": USER},
     "api:workload-stop": {"POST": USER},
+    "api:workload-rollout": {"POST": USER},
     "workload-list": {"GET": USER},
     "workload-new": {"GET": USER, "POST": USER.via("body", other=200)},  # the form shows "not one of your teams"
     "workload-preview": {"POST": USER.via("body", other=200)},

@@ -38,7 +38,10 @@ HTMX = {"HX-Request": "true"}
 MAY_ANSWER_5XX = {"readyz": {503}}
 # A caller who passes the access check gets a 2xx or 3xx, except these refusals on the merits
 # (the world's notebooks are running, and only a stopped one can be started).
-REFUSED_ON_THE_MERITS = {("api:workload-start", "POST"): {409}}
+REFUSED_ON_THE_MERITS = {
+    ("api:workload-start", "POST"): {409},
+    ("api:workload-rollout", "POST"): {400},  # the test workloads are notebooks: only endpoints roll out
+}
 
 NOTEBOOK = {"kind": "notebook", "name": "sec-new", "offering": "a100-80gb-1g.10gb", "image": NOTEBOOK_IMAGE}
 QUOTA_ASK = {"gpu_class": "H100-80GB", "limit": "4", "justification": "more GPUs"}  # A100 has a pending one
