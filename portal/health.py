@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import logging
+
 from django.conf import settings
 from django.db import connection
 from django.http import JsonResponse
 from django.views.decorators.cache import never_cache
 from kombu import Connection
+
+log = logging.getLogger(__name__)
 
 
 @never_cache
@@ -36,8 +40,14 @@ def _broker_ok() -> str | None:
 def readyz(request):
     checks = {"database": _database_ok(), "broker": _broker_ok()}
     down = {name: error for name, error in checks.items() if error}
+    for name, error in down.items():
+        log.warning("readyz: %s is down: %s", name, error)
+    # Anyone may call the probe: the error text (host names, users) is logged, and shown
+    # only in development.
     body = {
         "status": "ok" if not down else "unavailable",
-        "checks": {name: ("down: " + down[name]) if name in down else "ok" for name in checks},
+        "checks": {
+            name: (f"down: {down[name]}" if settings.DEBUG else "down") if name in down else "ok" for name in checks
+        },
     }
     return JsonResponse(body, status=503 if down else 200)

@@ -14,6 +14,7 @@ from typing import Any
 
 from portal.access import is_platform_admin
 from portal.models import Membership
+from portal.spreadsheets import safe_cell
 from quotas.models import AuditEntry
 
 Action = AuditEntry.Action
@@ -114,19 +115,14 @@ def write_rows(entries: Iterable[AuditEntry], out) -> None:
         writer.writerow(
             [
                 e.at.isoformat(),
-                e.actor_name,
+                safe_cell(e.actor_name),
                 e.team.slug,
                 e.action,
                 e.gpu_class,
                 changes_text(e.before),
                 changes_text(e.after),
-                # A leading =, +, - or @ would make a spreadsheet evaluate the cell.
-                _safe_cell(e.reason),
+                safe_cell(e.reason),
                 e.request_id or "",
                 e.exception_id or "",
             ]
         )
-
-
-def _safe_cell(text: str) -> str:
-    return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text

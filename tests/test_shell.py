@@ -115,7 +115,7 @@ def test_readyz_names_the_broker_when_it_is_down(client, settings):
     ready = client.get("/readyz")
     assert ready.status_code == 503
     assert ready.json()["checks"]["database"] == "ok"
-    assert ready.json()["checks"]["broker"].startswith("down:")
+    assert ready.json()["checks"]["broker"] == "down"  # the details go to the log, not to anonymous callers
 
 
 PRODUCTION_ENV = {

@@ -23,6 +23,7 @@ from rest_framework.views import APIView
 from jobs.models import State, Workload
 from portal.access import team_for, visible_teams
 from portal.schema import ErrorSerializer
+from portal.spreadsheets import safe_cell
 from usage import rightsizing, spend
 
 MAX_DAYS = 366
@@ -178,12 +179,12 @@ class ExportView(APIView):
             writer.writerow(
                 [
                     ln.day.isoformat(),
-                    ln.team_slug,
-                    ln.username,
+                    safe_cell(ln.team_slug),
+                    safe_cell(ln.username),
                     ln.workload_id,
-                    ln.workload_name,
-                    ln.offering_slug,
-                    ln.gpu_class,
+                    safe_cell(ln.workload_name),
+                    safe_cell(ln.offering_slug),
+                    safe_cell(ln.gpu_class),
                     ln.units,
                     ln.minutes,
                     f"{float(ln.gpu_hours):.4f}",
