@@ -12,6 +12,7 @@ urlpatterns = [
     path("workloads/<int:pk>/live/", views.workload_live, name="workload-live"),
     path("workloads/<int:pk>/logs/", views.workload_logs, name="workload-logs"),
     path("workloads/<int:pk>/stop/", views.workload_stop, name="workload-stop"),
+    path("workloads/<int:pk>/rollout/", views.workload_rollout, name="workload-rollout"),
     path("workloads/<int:pk>/start/", views.workload_start, name="workload-start"),
     path("workloads/<int:pk>/delete/", views.workload_delete, name="workload-delete"),
     path("workloads/<int:pk>/save-preset/", views.workload_save_preset, name="workload-save-preset"),

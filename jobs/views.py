@@ -364,6 +364,26 @@ def workload_start(request, pk: int):
 
 @login_required
 @require_POST
+def workload_rollout(request, pk: int):
+    """A new model version over a live endpoint: all traffic, or a canary share."""
+    workload = _workload(request.user, pk)
+    raw_percent = request.POST.get("canary_traffic_percent", "").strip()
+    try:
+        percent = int(raw_percent) if raw_percent else None
+    except ValueError:
+        messages.error(request, f"canary_traffic_percent: must be a whole number from 0 to 100, not {raw_percent!r}")
+        return redirect("workload-detail", pk=pk)
+    try:
+        lifecycle.rollout(request.user, workload, request.POST.get("storage_uri", "").strip(), percent)
+    except SpecError as exc:
+        messages.error(request, " ".join(f"{k}: {m}" for k, ms in exc.errors.items() for m in ms))
+    else:
+        messages.success(request, f"{workload} is rolling out the new model version.")
+    return redirect("workload-detail", pk=pk)
+
+
+@login_required
+@require_POST
 def workload_delete(request, pk: int):
     workload = _workload(request.user, pk)
     if (page := _unconfirmed(request, workload, "delete")) is not None:

@@ -90,6 +90,7 @@ ACCESS: dict[str, dict[str, Rule]] = {
     "workload-live": {"GET": USER},
     "workload-logs": {"GET": USER},
     "workload-stop": {"POST": USER},
+    "workload-rollout": {"POST": USER},
     "workload-start": {"POST": USER},
     "workload-delete": {"POST": USER},
     "workload-save-preset": {"POST": TEAM_ADMIN},
