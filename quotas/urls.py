@@ -6,6 +6,7 @@ from quotas import views
 
 urlpatterns = [
     path("quotas/", views.quota_overview, name="quota-overview"),
+    path("quotas/bars/", views.quota_bars, name="quota-bars"),
     path("quotas/requests/", views.quota_request_create, name="quota-request-create"),
     path("quotas/requests/<int:pk>/withdraw/", views.quota_request_withdraw, name="quota-request-withdraw"),
     path("approvals/", views.approvals_console, name="approvals-console"),

@@ -96,6 +96,15 @@ def quota_overview(request):
     return render(request, "quotas/overview.html", context)
 
 
+@login_required
+@require_GET
+def quota_bars(request):
+    """One team's quota bars as a fragment, for the dashboard and the request forms."""
+    team = team_for(request.user, request.GET.get("team", ""))
+    rows = quota_rows([team])[team.pk]
+    return render(request, "quotas/bars_fragment.html", {"team": team, "rows": rows})
+
+
 def _card_response(request, team: Team, form: QuotaRequestForm | None = None, status: int = 200):
     card = _team_cards(request.user, [team], {team.pk: form} if form else None)[0]
     return _render(request, "quotas/card_page.html", "quotas/_team_card.html", {"card": card}, status=status)

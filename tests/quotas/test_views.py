@@ -303,3 +303,11 @@ def test_a_platform_admin_sets_a_quota_from_the_console(client, cast, quotas):
     bad = client.post("/approvals/set-quota/", {**data, "guaranteed": "5", "reason": ""})
     assert bad.status_code == 400
     assert "This field is required." in bad.content.decode()
+
+
+def test_the_quota_bars_fragment_shows_one_visible_team_and_hides_others(client, cast, quotas):
+    client.force_login(cast.alice)
+    html = client.get("/quotas/bars/?team=vision").content.decode()
+    assert "Quota of vision" in html and "H100-80GB" in html and "<meter" in html
+    assert client.get("/quotas/bars/?team=nlp").status_code == 404
+    assert "/quotas/bars/?team=vision" in client.get("/").content.decode()  # the dashboard loads it

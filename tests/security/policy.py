@@ -97,6 +97,7 @@ ACCESS: dict[str, dict[str, Rule]] = {
     "preset-list": {"GET": USER},
     "preset-delete": {"POST": TEAM_ADMIN},
     # -- quotas ---------------------------------------------------------------------------
+    "quota-bars": {"GET": USER.via("query")},
     "api:team-quota": {"GET": USER, "POST": PLATFORM_ADMIN_OF_VISIBLE},
     "api:quota-request-list": {"GET": USER, "POST": TEAM_ADMIN.via("body", other=400)},
     "api:quota-request-detail": {"GET": USER},
