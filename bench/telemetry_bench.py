@@ -88,24 +88,7 @@ def run() -> None:
     table = GpuMinute._meta.db_table
     with connection.cursor() as cur:
         cur.execute(f"CREATE TABLE bench_copy (LIKE {table} INCLUDING ALL)")
-        columns = [
-            "minute",
-            "device",
-            "namespace",
-            "pod",
-            "gpu_class",
-            "hostname",
-            "workload_id",
-            "team_id",
-            "user_id",
-            "offering_id",
-            "share",
-            "activity",
-            "fb_used_mib",
-            "fb_total_mib",
-            "power_w",
-            "samples",
-        ]
+        columns = telemetry.MINUTE_COLUMNS
         values = [
             (
                 s.time.replace(second=0),

@@ -214,39 +214,6 @@ def _lock() -> None:
     # SQLite (development): transactions are IMMEDIATE, so they already serialise.
 
 
-def _existing(rows: list[Row]) -> list[Row]:
-    if not rows:
-        return []
-    keys = {r.key for r in rows}
-    found = GpuMinute.objects.filter(
-        minute__in={r.minute for r in rows}, device__in={r.device for r in rows}
-    ).values_list(
-        "device",
-        "namespace",
-        "pod",
-        "minute",
-        "gpu_class",
-        "hostname",
-        "workload_id",
-        "team_id",
-        "user_id",
-        "offering_id",
-        "share",
-        "activity",
-        "fb_used_mib",
-        "fb_total_mib",
-        "power_w",
-        "samples",
-    )
-    old = []
-    for device, ns, pod, minute, cls, host, wid, team, user, off, share, act, fb, fbt, power, n in found:
-        if (device, ns, pod, minute) not in keys:
-            continue
-        owner = Owner(wid, team, user, off, share) if wid else None
-        old.append(Row(minute, device, ns, pod, cls, host, owner, share, act, fb, fbt, power, n))
-    return old
-
-
 MINUTE_COLUMNS = [
     "minute",
     "device",
@@ -265,6 +232,22 @@ MINUTE_COLUMNS = [
     "power_w",
     "samples",
 ]
+
+
+def _existing(rows: list[Row]) -> list[Row]:
+    if not rows:
+        return []
+    keys = {r.key for r in rows}
+    found = GpuMinute.objects.filter(
+        minute__in={r.minute for r in rows}, device__in={r.device for r in rows}
+    ).values_list(*MINUTE_COLUMNS)
+    old = []
+    for minute, device, ns, pod, cls, host, wid, team, user, off, share, act, fb, fbt, power, n in found:
+        if (device, ns, pod, minute) not in keys:
+            continue
+        owner = Owner(wid, team, user, off, share) if wid else None
+        old.append(Row(minute, device, ns, pod, cls, host, owner, share, act, fb, fbt, power, n))
+    return old
 
 
 def _write_minutes(rows: list[Row]) -> None:
