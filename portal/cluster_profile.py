@@ -25,6 +25,9 @@ GPU_TAINT_KEY = "nvidia.com/gpu"
 REQUEST_MODES = ("device-plugin", "dra")
 SHARING_STRATEGIES = ("time-slicing", "mps")
 QUEUEING_BACKENDS = ("volcano", "kueue")
+# How the cluster's add-ons are configured: "recommended" is what the portal needs (README, cluster_check),
+# "stock" is each upstream project's shipped default. Only the sandbox reads it, to play that cluster.
+CLUSTER_SETUPS = ("recommended", "stock")
 _SLUG = re.compile(r"^[a-z0-9]([a-z0-9.-]{0,61}[a-z0-9])?$")
 
 
@@ -176,6 +179,7 @@ class ClusterProfile:
     pools: dict[str, NodePool]
     offerings: dict[str, Offering]
     description: str = ""
+    cluster_setup: str = "recommended"
 
 
 def load_profile(path: str | Path) -> ClusterProfile:
@@ -195,11 +199,14 @@ def load_profile(path: str | Path) -> ClusterProfile:
 def parse_profile(data: Any) -> ClusterProfile:
     if not isinstance(data, dict):
         raise ProfileError("the profile must be a mapping")
-    _known(data, "", {"name", "description", "queueing", "node_pools", "offerings"})
+    _known(data, "", {"name", "description", "queueing", "cluster_setup", "node_pools", "offerings"})
     name = _str(data, "name", "")
     queueing = _str(data, "queueing", "", default="volcano")
     if queueing not in QUEUEING_BACKENDS:
         raise ProfileError(f"queueing: must be one of {', '.join(QUEUEING_BACKENDS)}, not {queueing!r}")
+    cluster_setup = _str(data, "cluster_setup", "", default="recommended")
+    if cluster_setup not in CLUSTER_SETUPS:
+        raise ProfileError(f"cluster_setup: must be one of {', '.join(CLUSTER_SETUPS)}, not {cluster_setup!r}")
     pools: dict[str, NodePool] = {}
     for i, raw in enumerate(_list(data, "node_pools", "")):
         pool = _parse_pool(raw, f"node_pools[{i}]")
@@ -212,7 +219,7 @@ def parse_profile(data: Any) -> ClusterProfile:
         if offering.slug in offerings:
             raise ProfileError(f"offerings[{i}].slug: offering {offering.slug!r} is defined twice")
         offerings[offering.slug] = offering
-    return ClusterProfile(name, queueing, pools, offerings, str(data.get("description", "")))
+    return ClusterProfile(name, queueing, pools, offerings, str(data.get("description", "")), cluster_setup)
 
 
 def _parse_pool(raw: Any, where: str) -> NodePool:

@@ -20,7 +20,7 @@ from typing import Any
 import yaml
 
 from portal.cluster_profile import ClusterProfile, load_profile
-from sandbox import metrics, podsecurity
+from sandbox import metrics, podsecurity, setup_objects
 from sandbox.api import Api
 from sandbox.clock import Clock, iso
 from sandbox.controllers import kueue, run_pass
@@ -203,6 +203,8 @@ class Sandbox:
                     manager="sandbox",
                     internal=True,
                 )
+
+            setup_objects.seed(self)
 
     # controllers ----------------------------------------------------------------------------------
 
