@@ -18,10 +18,12 @@ States::
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from datetime import datetime
+from pathlib import Path
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
@@ -30,8 +32,9 @@ from django.utils import timezone
 
 from jobs.kube.status import Observed
 from jobs.models import ACTIVE_STATES, LIVE_STATES, Kind, State, Workload, WorkloadEvent
-from jobs.specs import SpecError, TeamQuota, TeamRef, WorkloadSpec, validate_request
+from jobs.specs import SpecError, TeamQuota, TeamRef, WorkloadSpec, endpoint_deployment_mode, validate_request
 from portal.access import can_use_team
+from portal.cluster_profile import ProfileError, load_profile
 from portal.models import Offering, Team
 from quotas import admission
 
@@ -59,7 +62,18 @@ def validate(data: Mapping, team: Team, workload_id: int = 0) -> WorkloadSpec:
         workload_id=workload_id,
     )
     # The preview shows what this cluster's backend would get.
-    return replace(spec, queueing=queueing())
+    return replace(spec, queueing=queueing(), deployment_mode=_deployment_mode(spec))
+
+
+def _deployment_mode(spec: WorkloadSpec, stored: str = "") -> str:
+    """An endpoint's KServe mode: the one it was created with, else what the cluster profile says now.
+
+    KServe refuses to change the mode of an existing InferenceService ("deploymentMode cannot be
+    changed"), so a later change of the profile only applies to new endpoints.
+    """
+    if spec.kind != Kind.ENDPOINT:
+        return spec.deployment_mode
+    return stored or endpoint_deployment_mode(spec.offering, spec.gpus_per_replica, kserve_deployment_mode())
 
 
 def request_data(workload: Workload) -> dict:
@@ -109,6 +123,7 @@ def spec_of(workload: Workload) -> WorkloadSpec:
         priority_class=workload.priority_class or admission.PRIORITY_GUARANTEED,
         stopped=workload.state == State.STOPPED,
         queueing=queueing(),
+        deployment_mode=_deployment_mode(spec, workload.deployment_mode),
     )
 
 
@@ -121,6 +136,24 @@ def queueing() -> str:
     from quotas.cluster import queueing_backend
 
     return queueing_backend()
+
+
+def kserve_deployment_mode() -> str:
+    """The cluster's KServe mode for endpoints, "Standard" or "Knative", as the cluster profile says."""
+    path = Path(settings.CLUSTER_PROFILE)
+    try:
+        mtime = path.stat().st_mtime
+    except OSError:
+        return "Standard"
+    return _profile_kserve_mode(str(path), mtime)
+
+
+@functools.lru_cache(maxsize=4)
+def _profile_kserve_mode(path: str, mtime: float) -> str:
+    try:
+        return load_profile(path).kserve_deployment_mode
+    except ProfileError:
+        return "Standard"
 
 
 # --- recording ------------------------------------------------------------------------
@@ -227,6 +260,7 @@ def _fields_of(spec: WorkloadSpec) -> dict:
         "model_format": spec.model_format,
         "storage_uri": spec.storage_uri,
         "canary_traffic_percent": spec.canary_traffic_percent,
+        "deployment_mode": spec.deployment_mode if spec.kind == Kind.ENDPOINT else "",
     }
 
 

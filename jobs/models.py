@@ -80,6 +80,9 @@ class Workload(models.Model):
     model_format = models.CharField(max_length=40, blank=True)
     storage_uri = models.CharField(max_length=500, blank=True)
     canary_traffic_percent = models.PositiveSmallIntegerField(null=True, blank=True)
+    # Endpoints: KServe's deployment mode chosen at creation ("Standard" or "Knative"); KServe
+    # never lets it change afterwards.
+    deployment_mode = models.CharField(max_length=16, blank=True)
 
     state = models.CharField(max_length=20, choices=State.choices, default=State.QUEUED, db_index=True)
     state_reason = models.TextField(blank=True)

@@ -19,13 +19,23 @@ import hashlib
 import json
 from typing import Any
 
+from sandbox import knative
 from sandbox.controllers.base import PODS, Ctx, set_condition
 from sandbox.controllers.batch import owned_pods, sandbox_annotations
-from sandbox.errors import ApiError
+from sandbox.errors import ApiError, cause, invalid
+from sandbox.kinds import Kind
 from sandbox.patches import clone
 from sandbox.podutil import owner_reference
+from sandbox.store import Store
 
 ISVCS = "serving.kserve.io/inferenceservices"
+MODE_ANNOTATION = "serving.kserve.io/deploymentMode"
+# KServe v0.20 rewrites the legacy names (constants.go ParseDeploymentMode).
+_MODE_ALIASES = {"Serverless": "Knative", "RawDeployment": "Standard"}
+_MODES = ("Knative", "Standard", "ModelMesh")
+KSERVE_NAMESPACE, KSERVE_CONFIG = "kserve", "inferenceservice-config"
+# Fields of a model spec that are not container fields.
+_MODEL_ONLY = ("modelFormat", "storageUri", "runtime", "protocolVersion", "storage")
 MANAGER = "kserve-controller-manager"
 RUNTIME_IMAGES = {
     "sklearn": "kserve/sklearnserver:v0.15.0",
@@ -74,6 +84,7 @@ _NOT_POD = {
     "workerSpec",
     "storageContainerName",
     "serviceAccount",
+    "name",
     *_FRAMEWORKS,
 }
 _SCALING = {
@@ -93,6 +104,82 @@ RESTRICTED_CONTAINER = {
     "runAsNonRoot": True,
     "seccompProfile": {"type": "RuntimeDefault"},
 }
+
+
+def _config(store: Store, key: str) -> dict[str, Any]:
+    """One JSON section of ``kserve/inferenceservice-config`` ({} when absent or unreadable)."""
+    cm = store.get("/configmaps", KSERVE_NAMESPACE, KSERVE_CONFIG)
+    raw = ((cm or {}).get("data") or {}).get(key)
+    try:
+        value = json.loads(raw) if raw else {}
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def deployment_mode(store: Store, isvc: dict[str, Any]) -> str:
+    """Knative, Standard or ModelMesh: the annotation, else the installation's default.
+
+    With no annotation KServe takes ``deploy.defaultDeploymentMode`` from its ConfigMap, which
+    upstream ships as "Serverless" (Knative); a cluster without the ConfigMap is treated the same.
+    """
+    raw = ((isvc.get("metadata") or {}).get("annotations") or {}).get(MODE_ANNOTATION)
+    if not raw:
+        raw = _config(store, "deploy").get("defaultDeploymentMode") or "Serverless"
+    return _MODE_ALIASES.get(raw, raw)
+
+
+def _pod_containers(predictor: dict[str, Any], path: str) -> list[tuple[str, dict[str, Any]]]:
+    containers = [
+        (f"{path}.containers[{i}]", c) for i, c in enumerate(predictor.get("containers") or []) if isinstance(c, dict)
+    ]
+    containers += [
+        (f"{path}.initContainers[{i}]", c)
+        for i, c in enumerate(predictor.get("initContainers") or [])
+        if isinstance(c, dict)
+    ]
+    model = predictor.get("model")
+    if isinstance(model, dict):
+        containers.append((f"{path}.model", {k: v for k, v in model.items() if k not in _MODEL_ONLY}))
+    return containers
+
+
+def webhook(store: Store, isvc: dict[str, Any], old: dict[str, Any] | None, kind: Kind) -> None:
+    """KServe's validating webhook, and Knative's as it would judge the Knative Service.
+
+    On a real cluster a Knative-mode predictor that Knative's field mask refuses is accepted
+    by KServe and fails later, when KServe creates the Knative Service (the InferenceService
+    then never gets ready). The sandbox refuses it at once with 422 naming the field and the
+    ``config-features`` flag it needs, so the mistake surfaces where the portal applies it.
+    """
+    if kind.key != ISVCS:
+        return
+    name = isvc["metadata"].get("name", "")
+    raw = (isvc["metadata"].get("annotations") or {}).get(MODE_ANNOTATION)
+    field = f"metadata.annotations[{MODE_ANNOTATION}]"
+    if raw and _MODE_ALIASES.get(raw, raw) not in _MODES:
+        supported = 'supported values: "Knative", "Standard"'
+        raise invalid(kind, name, [cause(field, f'Unsupported value: "{raw}": {supported}')])
+    mode = deployment_mode(store, isvc)
+    recorded = (isvc.get("status") or {}).get("deploymentMode")
+    if old is not None and recorded and _MODE_ALIASES.get(recorded, recorded) != mode:
+        raise invalid(kind, name, [cause(field, f"deploymentMode cannot be changed from {recorded} to {mode}")])
+    if mode != "Knative":
+        return
+    features = knative.features(
+        (store.get("/configmaps", knative.CONFIG_NAMESPACE, knative.CONFIG_NAME) or {}).get("data")
+    )
+    causes = []
+    for component in ("predictor", "transformer", "explainer"):
+        spec = (isvc.get("spec") or {}).get(component)
+        if not isinstance(spec, dict):
+            continue
+        path = f"spec.{component}"
+        pod_fields = {k: v for k, v in spec.items() if k not in _NOT_POD}
+        for where, why in knative.violations(pod_fields, _pod_containers(spec, path), features, path):
+            causes.append(cause(where, f"must not set the field(s) in Knative mode: {why}", "FieldValueForbidden"))
+    if causes:
+        raise invalid(kind, name, causes)
 
 
 def _revision_hash(predictor: dict[str, Any]) -> str:
