@@ -10,6 +10,7 @@ import pytest
 
 from jobs.kube.manifests import workload_objects
 from jobs.specs import SpecError, endpoint_deployment_mode
+from tests.kube_schemas import requires_reference, validate_any, validate_core
 from tests.manifests.conftest import OFFERINGS, spec
 from tests.manifests.pods import pods_of
 from tests.manifests.pss import assert_restricted
@@ -68,3 +69,17 @@ def test_an_endpoint_on_a_dra_offering_is_standard_even_when_the_cluster_serves_
 def test_the_builder_refuses_a_dra_endpoint_in_knative_mode():
     with pytest.raises(ValueError, match="DRA offering must use KServe's Standard mode"):
         workload_objects(knative(offering="h100-80gb-dra", gpus_per_replica=1))
+
+
+KNATIVE_OFFERINGS = ["h100-80gb", "a100-80gb-1g.10gb", "l4-shared", "cpu"]
+
+
+@requires_reference
+@pytest.mark.parametrize("offering", KNATIVE_OFFERINGS)
+def test_a_knative_endpoint_fits_the_crd_and_runs_restricted_on_every_non_dra_offering(offering):
+    gpus = 0 if offering == "cpu" else 1
+    [isvc] = workload_objects(knative(offering=offering, gpus_per_replica=gpus))
+    validate_any(isvc)
+    for pod in pods_of(isvc):
+        assert_restricted(pod.spec)
+        validate_core(pod.as_object())
