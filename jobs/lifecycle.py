@@ -21,7 +21,7 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Iterable, Mapping
-from dataclasses import replace
+from dataclasses import asdict, replace
 from datetime import datetime
 from pathlib import Path
 
@@ -61,6 +61,15 @@ def validate(data: Mapping, team: Team, workload_id: int = 0) -> WorkloadSpec:
         allowed_registries=settings.ALLOWED_IMAGE_REGISTRIES,
         workload_id=workload_id,
     )
+    if workload_id == 0 and spec.canary_traffic_percent is not None:
+        raise SpecError(
+            {
+                "canary_traffic_percent": [
+                    "a new endpoint has no earlier model version to share traffic with; once it runs, roll out "
+                    "a new version as a canary from the endpoint's page (or POST /api/v1/workloads/<id>/rollout/)"
+                ]
+            }
+        )
     # The preview shows what this cluster's backend would get.
     return replace(spec, queueing=queueing(), deployment_mode=_deployment_mode(spec))
 
@@ -103,7 +112,6 @@ def request_data(workload: Workload) -> dict:
         data["max_replicas"] = workload.max_replicas
         data["model_format"] = workload.model_format
         data["storage_uri"] = workload.storage_uri
-        data["canary_traffic_percent"] = workload.canary_traffic_percent
     return {k: v for k, v in data.items() if v not in (None, "")}
 
 
@@ -124,6 +132,9 @@ def spec_of(workload: Workload) -> WorkloadSpec:
         stopped=workload.state == State.STOPPED,
         queueing=queueing(),
         deployment_mode=_deployment_mode(spec, workload.deployment_mode),
+        # A canary exists only when a rollout gave both its model version and its share.
+        canary_storage_uri=workload.canary_storage_uri if workload.canary_traffic_percent is not None else "",
+        canary_traffic_percent=workload.canary_traffic_percent if workload.canary_storage_uri else None,
     )
 
 
@@ -438,6 +449,7 @@ def observe(workload: Workload, seen: Observed) -> bool:
             url=seen.url,
             cluster_phase=seen.phase,
             cluster_message="",
+            cluster_traffic=[asdict(share) for share in seen.traffic],
         )
     if seen.phase in ("succeeded", "failed") and workload.state in (State.SUBMITTED, State.RUNNING):
         new = State.SUCCEEDED if seen.phase == "succeeded" else State.FAILED
@@ -456,8 +468,11 @@ def observe(workload: Workload, seen: Observed) -> bool:
             if moved:
                 _release(workload)
         return moved
-    # No state change: keep what the page shows (the scheduler's reason, the URL) current.
+    # No state change: keep what the page shows (the scheduler's reason, the URL, the traffic) current.
     updates = {}
+    traffic = [asdict(share) for share in seen.traffic]
+    if workload.kind == Kind.ENDPOINT and traffic != workload.cluster_traffic:
+        updates["cluster_traffic"] = traffic
     if seen.message != workload.cluster_message:
         updates["cluster_message"] = seen.message
     if seen.phase != workload.cluster_phase:
@@ -564,30 +579,94 @@ def apply_team(team_id: int, cluster) -> None:
 
 
 def rollout(user, workload: Workload, storage_uri: str, canary_traffic_percent: int | None) -> Workload:
-    """Deploy a new model version over a live endpoint, optionally as a canary.
+    """Deploy a new model version over a live endpoint: to all traffic, or as a canary.
 
-    KServe keeps the previous revision serving the rest of the traffic while
-    ``canaryTrafficPercent`` is set; rolling out again with no percentage promotes the
-    latest revision to all traffic. Validated like a new request; applied by a task.
+    Without a percentage the new version replaces the current one (a promotion at once). With
+    one, the current version keeps serving and the new one gets that share of the traffic
+    (``promote`` or ``rollback`` ends the canary); a second rollout replaces the canary. How
+    KServe splits traffic depends on the endpoint's mode (``jobs.kube.manifests``). Validated
+    like a new request; applied by a task.
     """
-    if workload.kind != Kind.ENDPOINT or workload.state not in (State.SUBMITTED, State.RUNNING):
-        raise SpecError({"state": ["only a submitted or running endpoint can roll out a new model version"]})
-    data = {**request_data(workload), "storage_uri": storage_uri, "canary_traffic_percent": canary_traffic_percent}
-    data = {k: v for k, v in data.items() if v is not None}
-    spec = validate(data, workload.team, workload.pk)
-    share = (
-        f"{spec.canary_traffic_percent}% of the traffic (canary)"
-        if spec.canary_traffic_percent is not None
-        else ("all traffic")
-    )
-    with transaction.atomic():
-        changed = Workload.objects.filter(pk=workload.pk, state__in=[State.SUBMITTED, State.RUNNING]).update(
-            storage_uri=spec.storage_uri, canary_traffic_percent=spec.canary_traffic_percent
+    _require_live_endpoint(workload)
+    errors: dict[str, list[str]] = {}
+    try:
+        spec = validate({**request_data(workload), "storage_uri": storage_uri}, workload.team, workload.pk)
+    except SpecError as exc:
+        errors.update(exc.errors)
+    try:
+        percent = _canary_percent(canary_traffic_percent)
+    except SpecError as exc:
+        errors.update(exc.errors)
+    if errors:
+        raise SpecError(errors)
+    if percent is not None and not spec.model_format and spec.deployment_mode != "Knative":
+        # KServe's Standard-mode canary (spec.canary) needs a predictor model to merge over.
+        raise SpecError(
+            {
+                "canary_traffic_percent": [
+                    "a canary of an endpoint that runs its own server image is not possible in KServe's "
+                    "Standard mode; roll it out to all traffic instead (leave the share empty)"
+                ]
+            }
         )
-        if not changed:
-            raise SpecError({"state": ["the endpoint stopped meanwhile"]})
+    if percent is None:
+        changes = {"storage_uri": spec.storage_uri, "canary_storage_uri": "", "canary_traffic_percent": None}
+        note = f"{user.username} rolled out {spec.storage_uri} to all traffic."
+    else:
+        changes = {"canary_storage_uri": spec.storage_uri, "canary_traffic_percent": percent}
+        note = (
+            f"{user.username} rolled out {spec.storage_uri} to {percent}% of the traffic (canary); "
+            f"{workload.storage_uri} serves the rest."
+        )
+    return _change_model(user, workload, changes, note)
+
+
+def promote(user, workload: Workload) -> Workload:
+    """The canary's model version takes all traffic and becomes the endpoint's model."""
+    _require_live_endpoint(workload)
+    if not workload.canary_storage_uri:
+        raise SpecError({"canary": ["this endpoint has no canary to promote"]})
+    changes = {"storage_uri": workload.canary_storage_uri, "canary_storage_uri": "", "canary_traffic_percent": None}
+    note = f"{user.username} promoted the canary {workload.canary_storage_uri} to all traffic."
+    return _change_model(user, workload, changes, note, expect_canary=workload.canary_storage_uri)
+
+
+def rollback(user, workload: Workload) -> Workload:
+    """The canary goes; the current model version takes all traffic again."""
+    _require_live_endpoint(workload)
+    if not workload.canary_storage_uri:
+        raise SpecError({"canary": ["this endpoint has no canary to roll back"]})
+    changes = {"canary_storage_uri": "", "canary_traffic_percent": None}
+    note = (
+        f"{user.username} rolled back the canary {workload.canary_storage_uri}; "
+        f"{workload.storage_uri} serves all traffic."
+    )
+    return _change_model(user, workload, changes, note, expect_canary=workload.canary_storage_uri)
+
+
+def _require_live_endpoint(workload: Workload) -> None:
+    if workload.kind != Kind.ENDPOINT or workload.state not in (State.SUBMITTED, State.RUNNING):
+        raise SpecError({"state": ["only a submitted or running endpoint can change its model version"]})
+
+
+def _canary_percent(value) -> int | None:
+    if value is None or value == "":
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 100:
+        raise SpecError({"canary_traffic_percent": [f"must be a whole number from 0 to 100, not {value!r}"]})
+    return value
+
+
+def _change_model(user, workload: Workload, changes: dict, note: str, expect_canary: str | None = None) -> Workload:
+    """Compare-and-set the endpoint's model fields, record why, and apply after commit."""
+    live = Workload.objects.filter(pk=workload.pk, state__in=[State.SUBMITTED, State.RUNNING])
+    if expect_canary is not None:
+        live = live.filter(canary_storage_uri=expect_canary)  # a promote and a rollback race: one wins
+    with transaction.atomic():
+        if not live.update(**changes):
+            raise SpecError({"state": ["the endpoint changed meanwhile; reload and try again"]})
         workload.refresh_from_db()
-        record(workload, f"{user.username} rolled out {spec.storage_uri} to {share}.", actor=user)
+        record(workload, note, actor=user)
         _enqueue("apply_workload", workload.pk)
     return workload
 

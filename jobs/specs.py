@@ -322,6 +322,7 @@ class WorkloadSpec:
     model_format: str = ""
     storage_uri: str = ""
     canary_traffic_percent: int | None = None
+    canary_storage_uri: str = ""  # endpoints: the model version under test (set by a rollout, never requested)
     queueing: str = "volcano"  # the cluster's queueing backend: "volcano" | "kueue"
     # Endpoints: KServe's serving.kserve.io/deploymentMode, "Standard" | "Knative"
     # (``endpoint_deployment_mode``); written explicitly because KServe's install default is Knative.

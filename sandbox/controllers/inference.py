@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from typing import Any
 
 from sandbox import knative
@@ -144,6 +145,55 @@ def _pod_containers(predictor: dict[str, Any], path: str) -> list[tuple[str, dic
     return containers
 
 
+def _canary_problems(isvc: dict[str, Any], annotation: str | None) -> list[dict[str, str]]:
+    """KServe v0.20's rules for ``spec.canary`` (Standard-mode canaries), worded by the sandbox."""
+    spec = isvc.get("spec") or {}
+    canaries = spec.get("canary")
+    if not canaries:
+        return []
+    if annotation != "Standard":
+        # Checked literally on the object: a Standard install default is not enough.
+        return [
+            cause(
+                "spec.canary",
+                f"Forbidden: canary is only supported with {MODE_ANNOTATION}: Standard set on the InferenceService",
+                "FieldValueForbidden",
+            )
+        ]
+    predictor = spec.get("predictor") or {}
+    out = []
+    if not (predictor.get("model") or {}).get("storageUri"):
+        why = "Required value: a canary needs the stable model's storageUri"
+        out.append(cause("spec.predictor.model.storageUri", why))
+    names: set[str] = set()
+    total = 0
+    stable_min = predictor.get("minReplicas") if predictor.get("minReplicas") is not None else 1
+    for i, canary in enumerate(canaries):
+        where = f"spec.canary[{i}]"
+        cp = canary.get("predictor") or {}
+        cname = cp.get("name") or ""
+        if not cname:
+            out.append(cause(f"{where}.predictor.name", "Required value: every canary needs a name"))
+        elif cname in names or cname == predictor.get("name"):
+            out.append(cause(f"{where}.predictor.name", f'Duplicate value: "{cname}"'))
+        names.add(cname)
+        for key in ("workerSpec", "maxReplicas", "scaleTarget", "scaleMetric", "autoScaling"):
+            if key in cp:
+                out.append(cause(f"{where}.predictor.{key}", "Forbidden: a canary runs a fixed number of replicas"))
+        if cp.get("minReplicas") is not None and cp["minReplicas"] > stable_min:
+            out.append(
+                cause(
+                    f"{where}.predictor.minReplicas",
+                    f"Invalid value: {cp['minReplicas']}: must not exceed the stable predictor's ({stable_min})",
+                )
+            )
+        total += int(canary.get("trafficPercent") or 0)
+    if total > 100:
+        why = f"Invalid value: {total}: the canaries' trafficPercent add up to more than 100"
+        out.append(cause("spec.canary", why))
+    return out
+
+
 def webhook(store: Store, isvc: dict[str, Any], old: dict[str, Any] | None, kind: Kind) -> None:
     """KServe's validating webhook, and Knative's as it would judge the Knative Service.
 
@@ -164,6 +214,9 @@ def webhook(store: Store, isvc: dict[str, Any], old: dict[str, Any] | None, kind
     recorded = (isvc.get("status") or {}).get("deploymentMode")
     if old is not None and recorded and _MODE_ALIASES.get(recorded, recorded) != mode:
         raise invalid(kind, name, [cause(field, f"deploymentMode cannot be changed from {recorded} to {mode}")])
+    canary_causes = _canary_problems(isvc, raw)
+    if canary_causes:
+        raise invalid(kind, name, canary_causes)
     if mode != "Knative":
         return
     features = knative.features(
@@ -233,6 +286,7 @@ def _containers(isvc: dict[str, Any], predictor: dict[str, Any]) -> tuple[list, 
 def _build_pod(ctx: Ctx, isvc: dict[str, Any], revision: dict[str, Any]) -> dict[str, Any]:
     meta = isvc["metadata"]
     name, ns = meta["name"], meta["namespace"]
+    component = revision.get("component", "predictor")  # Standard-mode canaries: "<canary name>-predictor"
     predictor = revision["predictor"]
     containers, init = _containers(isvc, predictor)
     spec = {k: clone(v) for k, v in predictor.items() if k not in _NOT_POD}
@@ -244,21 +298,19 @@ def _build_pod(ctx: Ctx, isvc: dict[str, Any], revision: dict[str, Any]) -> dict
         spec["serviceAccountName"] = predictor["serviceAccount"]
     labels = {
         **(predictor.get("labels") or {}),
-        "app": f"isvc.{name}-predictor",
+        "app": f"isvc.{name}-{component}",
         "component": "predictor",
         "serving.kserve.io/inferenceservice": name,
         HASH_LABEL: revision["hash"],
     }
-    annotations = {
-        **(predictor.get("annotations") or {}),
-        **sandbox_annotations(isvc),
-        "serving.kserve.io/revision": revision["name"],
-    }
+    annotations = {**(predictor.get("annotations") or {}), **sandbox_annotations(isvc)}
+    if revision.get("name"):
+        annotations["serving.kserve.io/revision"] = revision["name"]  # Knative mode
     return {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {
-            "name": f"{name}-predictor-{revision['hash']}-{ctx.api.random_suffix()}",
+            "name": f"{name}-{component}-{revision['hash']}-{ctx.api.random_suffix()}",
             "namespace": ns,
             "labels": labels,
             "annotations": annotations,
@@ -278,56 +330,65 @@ def reconcile(ctx: Ctx) -> None:
         meta = isvc["metadata"]
         if meta.get("deletionTimestamp"):
             continue
-        name, ns = meta["name"], meta["namespace"]
-        predictor = (isvc.get("spec") or {}).get("predictor") or {}
-        state = memo.setdefault(meta["uid"], {"revisions": [], "rolled": None, "previous": None})
-        digest = _revision_hash(predictor)
-        revisions = state["revisions"]
-        if not revisions or revisions[-1]["hash"] != digest:
-            number = len(revisions) + 1
-            revisions.append({"name": f"{name}-predictor-{number:05d}", "hash": digest, "predictor": clone(predictor)})
-        latest = revisions[-1]
-        canary = predictor.get("canaryTrafficPercent")
-        replicas = max(1, int(predictor.get("minReplicas") if predictor.get("minReplicas") is not None else 1))
-        pods = [p for p in owned_pods(ctx, isvc) if not p["metadata"].get("deletionTimestamp")]
-        by_hash: dict[str, list[dict[str, Any]]] = {}
-        for pod in pods:
-            by_hash.setdefault((pod["metadata"].get("labels") or {}).get(HASH_LABEL, ""), []).append(pod)
-        latest_ready = sum(1 for p in by_hash.get(latest["hash"], []) if _ready(p))
-        split = canary is not None and 0 <= int(canary) < 100 and state["rolled"] not in (None, latest["name"])
-        if latest_ready >= 1 and not split and state["rolled"] != latest["name"]:
-            state["previous"], state["rolled"] = state["rolled"], latest["name"]  # promote the new revision
-        keep = {latest["hash"]}
-        if split:
-            rolled = next((r for r in revisions if r["name"] == state["rolled"]), None)
-            if rolled:
-                keep.add(rolled["hash"])
-        elif latest_ready < 1 and state["rolled"]:
-            rolled = next((r for r in revisions if r["name"] == state["rolled"]), None)
-            if rolled:
-                keep.add(rolled["hash"])  # keep serving until the new revision is ready
-        for digest_, group in by_hash.items():
-            if digest_ not in keep:
-                for pod in group:
-                    ctx.delete(PODS, ns, pod["metadata"]["name"])
-        for revision in revisions:
-            if revision["hash"] not in keep:
-                continue
-            have = [p for p in by_hash.get(revision["hash"], []) if p.get("status", {}).get("phase") != "Failed"]
-            for _ in range(replicas - len(have)):
-                try:
-                    ctx.create(PODS, _build_pod(ctx, isvc, revision), MANAGER)
-                except ApiError as exc:
-                    ctx.warn(isvc, "InternalError", f"fails to create predictor pod: {exc.message}", MANAGER)
-                    break
-        pods = [p for p in owned_pods(ctx, isvc) if not p["metadata"].get("deletionTimestamp")]
-        ready_by_hash: dict[str, int] = {}
-        for pod in pods:
-            if _ready(pod):
-                h = (pod["metadata"].get("labels") or {}).get(HASH_LABEL, "")
-                ready_by_hash[h] = ready_by_hash.get(h, 0) + 1
-        latest_ready = ready_by_hash.get(latest["hash"], 0)
-        ctx.set_status(ISVCS, isvc, _status(ctx, isvc, state, latest, latest_ready, split, canary), MANAGER)
+        if deployment_mode(ctx.store, isvc) == "Standard":
+            _reconcile_standard(ctx, isvc)
+        else:
+            _reconcile_knative(ctx, isvc, memo)
+
+
+def _reconcile_knative(ctx: Ctx, isvc: dict[str, Any], memo: dict[str, Any]) -> None:
+    """Knative mode: each predictor spec is a revision; ``canaryTrafficPercent`` splits traffic."""
+    meta = isvc["metadata"]
+    name, ns = meta["name"], meta["namespace"]
+    predictor = (isvc.get("spec") or {}).get("predictor") or {}
+    state = memo.setdefault(meta["uid"], {"revisions": [], "rolled": None, "previous": None})
+    digest = _revision_hash(predictor)
+    revisions = state["revisions"]
+    if not revisions or revisions[-1]["hash"] != digest:
+        number = len(revisions) + 1
+        revisions.append({"name": f"{name}-predictor-{number:05d}", "hash": digest, "predictor": clone(predictor)})
+    latest = revisions[-1]
+    canary = predictor.get("canaryTrafficPercent")
+    replicas = max(1, int(predictor.get("minReplicas") if predictor.get("minReplicas") is not None else 1))
+    pods = [p for p in owned_pods(ctx, isvc) if not p["metadata"].get("deletionTimestamp")]
+    by_hash: dict[str, list[dict[str, Any]]] = {}
+    for pod in pods:
+        by_hash.setdefault((pod["metadata"].get("labels") or {}).get(HASH_LABEL, ""), []).append(pod)
+    latest_ready = sum(1 for p in by_hash.get(latest["hash"], []) if _ready(p))
+    split = canary is not None and 0 <= int(canary) < 100 and state["rolled"] not in (None, latest["name"])
+    if latest_ready >= 1 and not split and state["rolled"] != latest["name"]:
+        state["previous"], state["rolled"] = state["rolled"], latest["name"]  # promote the new revision
+    keep = {latest["hash"]}
+    if split:
+        rolled = next((r for r in revisions if r["name"] == state["rolled"]), None)
+        if rolled:
+            keep.add(rolled["hash"])
+    elif latest_ready < 1 and state["rolled"]:
+        rolled = next((r for r in revisions if r["name"] == state["rolled"]), None)
+        if rolled:
+            keep.add(rolled["hash"])  # keep serving until the new revision is ready
+    for digest_, group in by_hash.items():
+        if digest_ not in keep:
+            for pod in group:
+                ctx.delete(PODS, ns, pod["metadata"]["name"])
+    for revision in revisions:
+        if revision["hash"] not in keep:
+            continue
+        have = [p for p in by_hash.get(revision["hash"], []) if p.get("status", {}).get("phase") != "Failed"]
+        for _ in range(replicas - len(have)):
+            try:
+                ctx.create(PODS, _build_pod(ctx, isvc, revision), MANAGER)
+            except ApiError as exc:
+                ctx.warn(isvc, "InternalError", f"fails to create predictor pod: {exc.message}", MANAGER)
+                break
+    pods = [p for p in owned_pods(ctx, isvc) if not p["metadata"].get("deletionTimestamp")]
+    ready_by_hash: dict[str, int] = {}
+    for pod in pods:
+        if _ready(pod):
+            h = (pod["metadata"].get("labels") or {}).get(HASH_LABEL, "")
+            ready_by_hash[h] = ready_by_hash.get(h, 0) + 1
+    latest_ready = ready_by_hash.get(latest["hash"], 0)
+    ctx.set_status(ISVCS, isvc, _status(ctx, isvc, state, latest, latest_ready, split, canary), MANAGER)
 
 
 def _status(
@@ -377,7 +438,7 @@ def _status(
     conditions = [{k: v for k, v in c.items() if v != ""} for c in conditions]
     status: dict[str, Any] = {
         "observedGeneration": meta.get("generation", 1),
-        "deploymentMode": (meta.get("annotations") or {}).get("serving.kserve.io/deploymentMode", "Serverless"),
+        "deploymentMode": "Knative",
         "components": {"predictor": predictor_status},
         "conditions": sorted(conditions, key=lambda c: c["type"]),
         "modelStatus": {
@@ -389,4 +450,153 @@ def _status(
     if ready:
         status["url"] = f"http://{name}.{ns}.example.com"
         status["address"] = {"url": f"http://{name}-predictor.{ns}.svc.cluster.local"}
+    return status
+
+
+# -- Standard mode ------------------------------------------------------------------------------
+
+
+def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """``over`` merged into ``base`` (maps deeply, anything else replaced), as KServe's mergo does."""
+    out = clone(base)
+    for key, value in over.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _merge(out[key], value)
+        else:
+            out[key] = clone(value)
+    return out
+
+
+def _reconcile_standard(ctx: Ctx, isvc: dict[str, Any]) -> None:
+    """Standard mode: one Deployment per predictor (the stable one and each ``spec.canary``).
+
+    A Deployment is simulated as its pods, labelled ``app=isvc.<name>-<component>`` and
+    ``pod-template-hash``: a changed spec starts new pods and the old ones go once a new one
+    is ready (a rolling update). Each canary is its stable predictor with the canary's
+    predictor merged over it and runs ``minReplicas`` or ``ceil(stable minReplicas *
+    trafficPercent / 100)`` pods, taken from the stable Deployment (which keeps at least 1).
+    ``canaryTrafficPercent`` does nothing in this mode, as in KServe.
+    """
+    meta = isvc["metadata"]
+    ns = meta["namespace"]
+    spec = isvc.get("spec") or {}
+    predictor = spec.get("predictor") or {}
+    stable_min = int(predictor["minReplicas"]) if predictor.get("minReplicas") is not None else 1
+    groups: list[dict[str, Any]] = []
+    canary_total = 0
+    for canary in spec.get("canary") or []:
+        canary_predictor = canary.get("predictor") or {}
+        merged = _merge(predictor, {k: v for k, v in canary_predictor.items() if k != "name"})
+        percent = int(canary.get("trafficPercent") or 0)
+        if canary_predictor.get("minReplicas") is not None:
+            replicas = int(canary_predictor["minReplicas"])
+        else:
+            replicas = math.ceil(stable_min * percent / 100)
+        canary_total += replicas
+        groups.append(
+            {
+                "component": f"{canary_predictor.get('name', 'canary')}-predictor",
+                "canary": canary_predictor.get("name", "canary"),
+                "percent": percent,
+                "hash": _revision_hash(merged),
+                "predictor": merged,
+                "replicas": replicas,
+            }
+        )
+    stable_name = f"{predictor['name']}-predictor" if predictor.get("name") else "predictor"
+    stable = {
+        "component": stable_name,
+        "hash": _revision_hash(predictor),
+        "predictor": predictor,
+        "replicas": max(1, stable_min - canary_total),
+    }
+    groups.insert(0, stable)
+    pods = [p for p in owned_pods(ctx, isvc) if not p["metadata"].get("deletionTimestamp")]
+
+    def app(pod: dict[str, Any]) -> str:
+        return (pod["metadata"].get("labels") or {}).get("app", "")
+
+    def digest(pod: dict[str, Any]) -> str:
+        return (pod["metadata"].get("labels") or {}).get(HASH_LABEL, "")
+
+    wanted = {f"isvc.{meta['name']}-{g['component']}": g for g in groups}
+    for pod in pods:
+        group = wanted.get(app(pod))
+        if group is None:
+            ctx.delete(PODS, ns, pod["metadata"]["name"])  # a canary that was promoted or rolled back
+        elif digest(pod) != group["hash"]:
+            current_ready = any(_ready(p) and digest(p) == group["hash"] for p in pods if app(p) == app(pod))
+            if current_ready or group["replicas"] == 0:
+                ctx.delete(PODS, ns, pod["metadata"]["name"])  # rolling update: the new pods serve
+    failed_to_create = ""
+    for label, group in wanted.items():
+        have = [
+            p
+            for p in pods
+            if app(p) == label and digest(p) == group["hash"] and p.get("status", {}).get("phase") != "Failed"
+        ]
+        for _ in range(group["replicas"] - len(have)):
+            try:
+                ctx.create(PODS, _build_pod(ctx, isvc, group), MANAGER)
+            except ApiError as exc:
+                failed_to_create = exc.message
+                ctx.warn(isvc, "InternalError", f"fails to create predictor pod: {exc.message}", MANAGER)
+                break
+    pods = [p for p in owned_pods(ctx, isvc) if not p["metadata"].get("deletionTimestamp")]
+    ready = {label: sum(1 for p in pods if app(p) == label and _ready(p)) for label in wanted}
+    ctx.set_status(ISVCS, isvc, _standard_status(ctx, isvc, groups, ready, failed_to_create), MANAGER)
+
+
+def _standard_status(
+    ctx: Ctx, isvc: dict[str, Any], groups: list[dict[str, Any]], ready: dict[str, int], failure: str
+) -> dict[str, Any]:
+    meta = isvc["metadata"]
+    name, ns = meta["name"], meta["namespace"]
+    old = isvc.get("status") or {}
+    stable, canaries = groups[0], groups[1:]
+    stable_ready = ready.get(f"isvc.{name}-{stable['component']}", 0) >= 1
+    conditions = old.get("conditions") or []
+    reason = "" if stable_ready else ("FailedCreate" if failure else "MinimumReplicasUnavailable")
+    message = "" if stable_ready else (failure or "Deployment does not have minimum availability.")
+    for type_ in ("IngressReady", "PredictorReady", "Ready"):
+        conditions = set_condition(conditions, type_, "True" if stable_ready else "False", reason, message, ctx.now_iso)
+    status: dict[str, Any] = {
+        "observedGeneration": meta.get("generation", 1),
+        "deploymentMode": "Standard",
+        "components": {"predictor": {}},
+    }
+    if canaries:
+        statuses = [
+            {
+                "name": c["canary"],
+                "ready": ready.get(f"isvc.{name}-{c['component']}", 0) >= min(c["replicas"], 1),
+                "trafficPercent": c["percent"],
+            }
+            for c in canaries
+        ]
+        all_ready = all(c["ready"] for c in statuses)
+        conditions = set_condition(
+            conditions,
+            "CanaryPredictorReady",
+            "True" if all_ready else "False",
+            "AllCanariesReady" if all_ready else "CanaryNotReady",
+            "" if all_ready else "a canary Deployment has no ready pods",
+            ctx.now_iso,
+        )
+        status["canaryStatuses"] = statuses
+    else:
+        conditions = [c for c in conditions if c.get("type") != "CanaryPredictorReady"]
+    status["conditions"] = sorted(
+        ({k: v for k, v in c.items() if v != ""} for c in conditions), key=lambda c: c["type"]
+    )
+    status["modelStatus"] = {
+        "states": {"activeModelState": "Loaded" if stable_ready else "Pending", "targetModelState": "Loaded"},
+        "transitionStatus": "UpToDate" if stable_ready else "InProgress",
+        "copies": {"failedCopies": 0, "totalCopies": ready.get(f"isvc.{name}-{stable['component']}", 0)},
+    }
+    if stable_ready:
+        predictor_url = f"http://{name}-{stable['component']}.{ns}.svc.cluster.local"
+        status["components"]["predictor"] = {"url": predictor_url}
+        status["url"] = f"http://{name}-{ns}.example.com"
+        status["address"] = {"url": f"http://{name}-{stable['component']}.{ns}.svc.cluster.local"}
     return status

@@ -9,8 +9,11 @@ import pytest
 import yaml
 
 from jobs import lifecycle
+from jobs.kube.status import Observed, TrafficShare
+from jobs.specs import SpecError
 from portal.cluster_profile import ProfileError, parse_profile
 from tests.jobs.conftest import training
+from tests.jobs.fakes import FakeCluster
 
 pytestmark = pytest.mark.django_db
 
@@ -86,3 +89,51 @@ def test_a_profile_names_the_mode_in_kserve_v0_20_terms():
     data["kserve_deployment_mode"] = "Serverless"
     with pytest.raises(ProfileError, match="kserve_deployment_mode: must be one of Standard, Knative, not 'Serverl"):
         parse_profile(data)
+
+
+def test_a_new_endpoint_cannot_ask_for_a_canary_share(cast, quotas, profile):
+    profile(None)
+    with pytest.raises(SpecError) as caught:
+        lifecycle.request_workload(cast.alice, cast.vision, {**endpoint(), "canary_traffic_percent": 10})
+    [message] = caught.value.errors["canary_traffic_percent"]
+    assert message.startswith("a new endpoint has no earlier model version to share traffic with")
+
+
+def test_a_knative_canary_rolls_out_as_the_predictor_and_rollback_restores_the_stable_version(cast, quotas, profile):
+    profile("Knative")
+    w = lifecycle.request_workload(cast.alice, cast.vision, endpoint())
+    lifecycle.submit(w.pk, FakeCluster())
+    w.refresh_from_db()
+    lifecycle.rollout(cast.alice, w, "s3://models/iris/v2", 30)
+    [isvc] = lifecycle.workload_objects_of(w)
+    predictor = isvc["spec"]["predictor"]
+    assert (predictor["model"]["storageUri"], predictor["canaryTrafficPercent"]) == ("s3://models/iris/v2", 30)
+    lifecycle.rollback(cast.alice, w)
+    [isvc] = lifecycle.workload_objects_of(w)
+    assert isvc["spec"]["predictor"]["model"]["storageUri"] == "s3://models/iris/v1"
+    assert "canaryTrafficPercent" not in isvc["spec"]["predictor"]
+
+
+def test_a_standard_custom_server_endpoint_is_told_why_it_cannot_have_a_canary(cast, quotas, profile):
+    profile(None)
+    custom = {**endpoint(), "model_format": "", "image": "nvcr.io/nvidia/tritonserver:24.08-py3"}
+    w = lifecycle.request_workload(cast.alice, cast.vision, custom)
+    lifecycle.submit(w.pk, FakeCluster())
+    w.refresh_from_db()
+    with pytest.raises(SpecError) as caught:
+        lifecycle.rollout(cast.alice, w, "s3://models/iris/v2", 30)
+    assert "roll it out to all traffic instead" in caught.value.errors["canary_traffic_percent"][0]
+
+
+def test_the_observed_traffic_split_is_kept_for_the_page(cast, quotas, profile):
+    profile(None)
+    w = lifecycle.request_workload(cast.alice, cast.vision, endpoint())
+    lifecycle.submit(w.pk, FakeCluster())
+    w.refresh_from_db()
+    shares = (TrafficShare("stable", 80), TrafficShare("canary", 20, "canary", False))
+    lifecycle.observe(w, Observed("running", "Endpoint is ready.", traffic=shares))
+    w.refresh_from_db()
+    assert w.cluster_traffic == [
+        {"role": "stable", "percent": 80, "revision": "", "ready": True},
+        {"role": "canary", "percent": 20, "revision": "canary", "ready": False},
+    ]

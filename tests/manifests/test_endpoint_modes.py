@@ -83,3 +83,64 @@ def test_a_knative_endpoint_fits_the_crd_and_runs_restricted_on_every_non_dra_of
     for pod in pods_of(isvc):
         assert_restricted(pod.spec)
         validate_core(pod.as_object())
+
+
+# -- canaries ----------------------------------------------------------------------------------
+
+V2 = "s3://models/iris/v2"
+
+
+def test_a_knative_canary_is_the_predictor_with_a_traffic_share():
+    # Knative keeps the previous revision (the stable version) for the rest of the traffic.
+    s = replace(knative(), canary_storage_uri=V2, canary_traffic_percent=10)
+    [isvc] = workload_objects(s)
+    predictor = isvc["spec"]["predictor"]
+    assert (predictor["canaryTrafficPercent"], predictor["model"]["storageUri"]) == (10, V2)
+    assert "canary" not in isvc["spec"]
+
+
+def test_a_standard_canary_is_a_second_predictor_of_the_new_version():
+    s = replace(spec("endpoint"), canary_storage_uri=V2, canary_traffic_percent=25)
+    [isvc] = workload_objects(s)
+    assert isvc["spec"]["predictor"]["model"]["storageUri"] == "s3://models/iris/v1"
+    assert "canaryTrafficPercent" not in isvc["spec"]["predictor"]
+    assert isvc["spec"]["canary"] == [
+        {
+            "predictor": {
+                "name": "canary",
+                "model": {"name": "kserve-container", "modelFormat": {"name": "sklearn"}, "storageUri": V2},
+            },
+            "trafficPercent": 25,
+        }
+    ]
+
+
+def test_a_share_without_a_canary_version_is_no_canary():
+    [isvc] = workload_objects(replace(knative(), canary_traffic_percent=10))
+    assert "canaryTrafficPercent" not in isvc["spec"]["predictor"]
+
+
+def test_a_knative_custom_server_canary_gets_the_new_version_as_storage_uri():
+    s = replace(
+        knative(model_format=None, image="ghcr.io/kubeflow/kserve/custom-server:1.0", storage_uri="s3://models/llm"),
+        canary_storage_uri="s3://models/llm2",
+        canary_traffic_percent=5,
+    )
+    [isvc] = workload_objects(s)
+    [container] = isvc["spec"]["predictor"]["containers"]
+    assert {"name": "STORAGE_URI", "value": "s3://models/llm2"} in container["env"]
+
+
+def test_a_standard_custom_server_cannot_have_a_canary():
+    s = replace(
+        spec("endpoint", model_format=None, image="ghcr.io/kubeflow/kserve/custom-server:1.0"),
+        canary_storage_uri="s3://models/llm2",
+        canary_traffic_percent=5,
+    )
+    with pytest.raises(ValueError, match="Standard-mode canary needs a model endpoint"):
+        workload_objects(s)
+
+
+@requires_reference
+def test_a_standard_canary_fits_the_crd():
+    validate_any(workload_objects(replace(spec("endpoint"), canary_storage_uri=V2, canary_traffic_percent=0))[0])

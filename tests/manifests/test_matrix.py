@@ -8,6 +8,7 @@ and the GPU must be requested exactly the way the offering says.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -45,6 +46,7 @@ CASES: dict[str, dict[str, Any]] = {
         "model_format": "huggingface",
         "storage_uri": "hf://meta-llama/Llama-3.2-1B",
         "canary_traffic_percent": 10,
+        "canary_storage_uri": "hf://meta-llama/Llama-3.2-3B",  # set by a rollout, never in a request
         "min_replicas": 1,
         "max_replicas": 4,
     },
@@ -54,9 +56,11 @@ MATRIX = [(o, c) for o in GPUS for c in CASES]
 
 def build(offering: str, case: str) -> tuple[WorkloadSpec, list[dict[str, Any]]]:
     fields = {**COMMON, **CASES[case]}
+    canary_uri = fields.pop("canary_storage_uri", "")
     s = spec(
         fields.pop("kind"), offering=offering, gpus_per_replica=GPUS[offering], name=case, workload_id=42, **fields
     )
+    s = replace(s, canary_storage_uri=canary_uri)
     return s, workload_objects(s)
 
 
@@ -221,12 +225,15 @@ def test_a_torch_trainjob_names_the_runtime_of_its_priority_class_and_its_deadli
     assert job["spec"]["trainer"]["numProcPerNode"] == 2
 
 
-def test_an_endpoint_scales_between_its_replicas_and_sets_canary_traffic_only_when_asked():
+def test_an_endpoint_scales_between_its_replicas_and_has_a_canary_only_when_rolled_out():
     _, (isvc,) = build("l4-shared", "endpoint-canary")
     predictor = isvc["spec"]["predictor"]
-    assert (predictor["minReplicas"], predictor["maxReplicas"], predictor["canaryTrafficPercent"]) == (1, 4, 10)
+    assert (predictor["minReplicas"], predictor["maxReplicas"]) == (1, 4)
+    # Standard mode (the default): KServe's spec.canary, never Knative's canaryTrafficPercent
+    assert "canaryTrafficPercent" not in predictor
+    assert isvc["spec"]["canary"][0]["trafficPercent"] == 10
     _, (isvc,) = build("l4-shared", "endpoint-model")
-    assert "canaryTrafficPercent" not in isvc["spec"]["predictor"]
+    assert "canary" not in isvc["spec"]
 
 
 def test_a_custom_server_gets_its_storage_uri_for_the_storage_initializer():

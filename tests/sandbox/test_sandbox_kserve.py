@@ -231,3 +231,101 @@ def test_a_stock_knative_refuses_the_portals_knative_endpoint_naming_each_field(
     ]:
         expected = f"spec.predictor.{field}: must not set the field(s) in Knative mode: needs kubernetes.podspec-{flag}"
         assert expected in message
+
+
+# -- canaries ------------------------------------------------------------------------------------
+
+V2 = "gs://models/sklearn/2.0/model"
+
+
+def canary(name: str = "v2", percent: int = 20, **predictor) -> dict:
+    return {
+        "predictor": {
+            "name": name,
+            "model": {"name": "kserve-container", "modelFormat": {"name": "sklearn"}, "storageUri": V2},
+            **predictor,
+        },
+        "trafficPercent": percent,
+    }
+
+
+def pods_by_app(sandbox) -> dict[str, int]:
+    core = client.CoreV1Api(sandbox.api_client())
+    out: dict[str, int] = {}
+    for pod in core.list_namespaced_pod("default").items:
+        if pod.status.phase == "Running":
+            out[pod.metadata.labels["app"]] = out.get(pod.metadata.labels["app"], 0) + 1
+    return out
+
+
+def test_a_standard_canary_runs_its_own_deployment_and_reports_its_share(sandbox, custom):
+    body = isvc("iris", "Standard", minReplicas=4)
+    body["spec"]["canary"] = [canary(percent=20)]
+    custom.create_namespaced_custom_object(*GROUP, body)
+    sandbox.settle()
+    # ceil(4 * 20 / 100) = 1 canary pod, taken from the stable Deployment
+    assert pods_by_app(sandbox) == {"isvc.iris-predictor": 3, "isvc.iris-v2-predictor": 1}
+    status = custom.get_namespaced_custom_object(*GROUP, "iris")["status"]
+    assert status["deploymentMode"] == "Standard"
+    assert status["canaryStatuses"] == [{"name": "v2", "ready": True, "trafficPercent": 20}]
+    conditions = {c["type"]: (c["status"], c.get("reason")) for c in status["conditions"]}
+    assert conditions["CanaryPredictorReady"] == ("True", "AllCanariesReady")
+    assert conditions["Ready"][0] == "True"
+    [canary_pod] = [
+        p
+        for p in client.CoreV1Api(sandbox.api_client()).list_namespaced_pod("default").items
+        if p.metadata.labels["app"] == "isvc.iris-v2-predictor"
+    ]
+    assert {"name": "STORAGE_URI", "value": V2} in [
+        {"name": e.name, "value": e.value} for e in canary_pod.spec.containers[0].env
+    ]
+
+
+def test_promoting_a_standard_canary_rolls_the_stable_deployment_and_removes_the_canary(sandbox, custom):
+    body = isvc("iris", "Standard", minReplicas=2)
+    body["spec"]["canary"] = [canary(percent=50)]
+    custom.create_namespaced_custom_object(*GROUP, body)
+    sandbox.settle()
+    promoted = isvc("iris", "Standard", minReplicas=2)
+    promoted["spec"]["predictor"]["model"]["storageUri"] = V2
+    promoted["metadata"]["resourceVersion"] = custom.get_namespaced_custom_object(*GROUP, "iris")["metadata"][
+        "resourceVersion"
+    ]
+    custom.replace_namespaced_custom_object(*GROUP[:3], "inferenceservices", "iris", promoted)
+    sandbox.settle()
+    assert pods_by_app(sandbox) == {"isvc.iris-predictor": 2}
+    status = custom.get_namespaced_custom_object(*GROUP, "iris")["status"]
+    assert "canaryStatuses" not in status
+    assert "CanaryPredictorReady" not in {c["type"] for c in status["conditions"]}
+
+
+def test_canary_traffic_percent_does_nothing_in_standard_mode(sandbox, custom):
+    custom.create_namespaced_custom_object(*GROUP, isvc("iris", "Standard"))
+    sandbox.settle()
+    change = {"spec": {"predictor": {"canaryTrafficPercent": 10, "model": {"storageUri": V2}}}}
+    custom.patch_namespaced_custom_object(*GROUP[:3], "inferenceservices", "iris", change)
+    sandbox.settle()
+    # a plain rolling update: the new version takes everything
+    assert pods_by_app(sandbox) == {"isvc.iris-predictor": 1}
+    status = custom.get_namespaced_custom_object(*GROUP, "iris")["status"]
+    assert "traffic" not in status["components"]["predictor"]
+
+
+def test_spec_canary_needs_the_standard_annotation_on_the_object(custom):
+    body = isvc("iris")  # the installation's default (Knative), not Standard
+    body["spec"]["canary"] = [canary()]
+    message = refusal(custom, body)
+    assert "spec.canary: Forbidden: canary is only supported with serving.kserve.io/deploymentMode: Standard" in message
+
+
+def test_kserve_refuses_a_canary_it_cannot_run(custom):
+    body = isvc("iris", "Standard", minReplicas=1)
+    body["spec"]["predictor"]["name"] = "v1"
+    body["spec"]["canary"] = [canary("v1", 60, maxReplicas=3, minReplicas=2), canary("v3", 50)]
+    message = refusal(custom, body)
+    assert 'spec.canary[0].predictor.name: Duplicate value: "v1"' in message
+    assert "spec.canary[0].predictor.maxReplicas: Forbidden: a canary runs a fixed number of replicas" in message
+    assert (
+        "spec.canary[0].predictor.minReplicas: Invalid value: 2: must not exceed the stable predictor's (1)" in message
+    )
+    assert "spec.canary: Invalid value: 110: the canaries' trafficPercent add up to more than 100" in message
