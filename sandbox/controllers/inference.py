@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 from typing import Any
 
 from sandbox import knative
@@ -30,6 +31,7 @@ from sandbox.podutil import owner_reference
 from sandbox.store import Store
 
 ISVCS = "serving.kserve.io/inferenceservices"
+STORAGE_CONTAINERS = "serving.kserve.io/clusterstoragecontainers"
 MODE_ANNOTATION = "serving.kserve.io/deploymentMode"
 # KServe v0.20 rewrites the legacy names (constants.go ParseDeploymentMode).
 _MODE_ALIASES = {"Serverless": "Knative", "RawDeployment": "Standard"}
@@ -98,13 +100,6 @@ _SCALING = {
     "autoScaling",
 }
 HASH_LABEL = "pod-template-hash"
-# Satisfies the restricted Pod Security level, so predictors can run in locked-down namespaces.
-RESTRICTED_CONTAINER = {
-    "allowPrivilegeEscalation": False,
-    "capabilities": {"drop": ["ALL"]},
-    "runAsNonRoot": True,
-    "seccompProfile": {"type": "RuntimeDefault"},
-}
 
 
 def _config(store: Store, key: str) -> dict[str, Any]:
@@ -240,23 +235,33 @@ def _revision_hash(predictor: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:10]
 
 
-def _containers(isvc: dict[str, Any], predictor: dict[str, Any]) -> tuple[list, list]:
+def _containers(ctx: Ctx, isvc: dict[str, Any], predictor: dict[str, Any]) -> tuple[list, list]:
+    """The pod's containers and init containers, as KServe's pod mutator leaves them.
+
+    A model's ``storageUri`` (or a custom container's ``STORAGE_URI`` variable) gets KServe's
+    storage-initializer init container (``storage_initializer``), which downloads the model
+    into ``/mnt/models`` before the server starts.
+    """
     name = isvc["metadata"]["name"]
     if predictor.get("containers"):
         containers = clone(predictor["containers"])
         if containers and not containers[0].get("name"):
             containers[0]["name"] = "kserve-container"
-        return containers, []
+        storage = next((e.get("value") for e in containers[0].get("env") or [] if e.get("name") == "STORAGE_URI"), None)
+        if not storage:
+            return containers, []
+        containers[0].setdefault("volumeMounts", []).append(
+            {"name": "kserve-provision-location", "mountPath": "/mnt/models", "readOnly": True}
+        )
+        return containers, [storage_initializer(ctx.store, storage)]
     model = clone(
         predictor.get("model")
         or next(({**predictor[f], "modelFormat": {"name": f}} for f in _FRAMEWORKS if f in predictor), {})
     )
     fmt = ((model.get("modelFormat") or {}).get("name") or "sklearn").lower()
     storage = model.pop("storageUri", None)
-    model.pop("modelFormat", None)
-    model.pop("runtime", None)
-    model.pop("protocolVersion", None)
-    model.pop("storage", None)
+    for key in _MODEL_ONLY:
+        model.pop(key, None)
     container = {
         "name": "kserve-container",
         "image": model.pop("image", None) or RUNTIME_IMAGES.get(fmt, RUNTIME_IMAGES["sklearn"]),
@@ -270,17 +275,55 @@ def _containers(isvc: dict[str, Any], predictor: dict[str, Any]) -> tuple[list, 
         container.setdefault("volumeMounts", []).append(
             {"name": "kserve-provision-location", "mountPath": "/mnt/models", "readOnly": True}
         )
-        init.append(
-            {
-                "name": "storage-initializer",
-                "image": "kserve/storage-initializer:v0.15.0",
-                "securityContext": dict(RESTRICTED_CONTAINER),
-                "args": [storage, "/mnt/models"],
-                "resources": {"requests": {"cpu": "100m", "memory": "100Mi"}, "limits": {"cpu": "1", "memory": "1Gi"}},
-                "volumeMounts": [{"name": "kserve-provision-location", "mountPath": "/mnt/models"}],
-            }
-        )
+        init.append(storage_initializer(ctx.store, storage))
     return [container], init
+
+
+def _matches(csc: dict[str, Any], uri: str) -> bool:
+    spec = csc.get("spec") or {}
+    if spec.get("workloadType", "initContainer") != "initContainer":
+        return False
+    for fmt in spec.get("supportedUriFormats") or []:
+        if fmt.get("prefix") and uri.startswith(fmt["prefix"]):
+            return True
+        if fmt.get("regex"):
+            try:
+                if re.match(fmt["regex"], uri):
+                    return True
+            except re.error:
+                continue
+    return False
+
+
+def storage_initializer(store: Store, uri: str) -> dict[str, Any]:
+    """KServe's storage-initializer init container for ``uri``, as v0.20's pod mutator builds it.
+
+    Image and cpu/memory come from ``storageInitializer`` in ``kserve/inferenceservice-config``
+    (pkg/utils/storage.go CreateInitContainerWithConfig); then the first
+    ``ClusterStorageContainer`` whose ``supportedUriFormats`` match the URI is merged over it
+    (storage_initializer_injector.go). KServe itself sets no ``securityContext``: the
+    container has one only if that ClusterStorageContainer gives it, so in a namespace that
+    enforces the restricted Pod Security Standard the pod is refused unless the cluster's
+    storage container is configured for it (README, "KServe").
+    """
+    config = _config(store, "storageInitializer")
+    container: dict[str, Any] = {
+        "name": "storage-initializer",
+        "image": config.get("image") or "kserve/storage-initializer:latest",
+        "args": [uri, "/mnt/models"],
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+        "resources": {
+            "requests": {"cpu": config.get("cpuRequest", "100m"), "memory": config.get("memoryRequest", "100Mi")},
+            "limits": {"cpu": config.get("cpuLimit", "1"), "memory": config.get("memoryLimit", "1Gi")},
+        },
+        "volumeMounts": [{"name": "kserve-provision-location", "mountPath": "/mnt/models"}],
+    }
+    for csc in sorted(store.items(STORAGE_CONTAINERS, None), key=lambda o: o["metadata"]["name"]):
+        if _matches(csc, uri):
+            patch = {k: v for k, v in ((csc.get("spec") or {}).get("container") or {}).items() if k != "name"}
+            container = _merge(container, patch)
+            break
+    return container
 
 
 def _build_pod(ctx: Ctx, isvc: dict[str, Any], revision: dict[str, Any]) -> dict[str, Any]:
@@ -288,7 +331,7 @@ def _build_pod(ctx: Ctx, isvc: dict[str, Any], revision: dict[str, Any]) -> dict
     name, ns = meta["name"], meta["namespace"]
     component = revision.get("component", "predictor")  # Standard-mode canaries: "<canary name>-predictor"
     predictor = revision["predictor"]
-    containers, init = _containers(isvc, predictor)
+    containers, init = _containers(ctx, isvc, predictor)
     spec = {k: clone(v) for k, v in predictor.items() if k not in _NOT_POD}
     spec["containers"] = containers
     if init:
@@ -359,6 +402,7 @@ def _reconcile_knative(ctx: Ctx, isvc: dict[str, Any], memo: dict[str, Any]) -> 
     if latest_ready >= 1 and not split and state["rolled"] != latest["name"]:
         state["previous"], state["rolled"] = state["rolled"], latest["name"]  # promote the new revision
     keep = {latest["hash"]}
+    failure = ""
     if split:
         rolled = next((r for r in revisions if r["name"] == state["rolled"]), None)
         if rolled:
@@ -379,6 +423,7 @@ def _reconcile_knative(ctx: Ctx, isvc: dict[str, Any], memo: dict[str, Any]) -> 
             try:
                 ctx.create(PODS, _build_pod(ctx, isvc, revision), MANAGER)
             except ApiError as exc:
+                failure = f'Revision "{revision["name"]}" failed with message: {exc.message}.'
                 ctx.warn(isvc, "InternalError", f"fails to create predictor pod: {exc.message}", MANAGER)
                 break
     pods = [p for p in owned_pods(ctx, isvc) if not p["metadata"].get("deletionTimestamp")]
@@ -388,7 +433,8 @@ def _reconcile_knative(ctx: Ctx, isvc: dict[str, Any], memo: dict[str, Any]) -> 
             h = (pod["metadata"].get("labels") or {}).get(HASH_LABEL, "")
             ready_by_hash[h] = ready_by_hash.get(h, 0) + 1
     latest_ready = ready_by_hash.get(latest["hash"], 0)
-    ctx.set_status(ISVCS, isvc, _status(ctx, isvc, state, latest, latest_ready, split, canary), MANAGER)
+    status = _status(ctx, isvc, state, latest, latest_ready, split, canary, failure)
+    ctx.set_status(ISVCS, isvc, status, MANAGER)
 
 
 def _status(
@@ -399,6 +445,7 @@ def _status(
     latest_ready: int,
     split: bool,
     canary: Any,
+    failure: str = "",
 ) -> dict[str, Any]:
     meta = isvc["metadata"]
     name, ns = meta["name"], meta["namespace"]
@@ -431,8 +478,8 @@ def _status(
         predictor_status["previousRolledoutRevision"] = state["previous"]
     conditions = old.get("conditions") or []
     status_word = "True" if ready else "False"
-    reason = "" if ready else "RevisionMissing"
-    message = "" if ready else f'Revision "{latest["name"]}" has no ready pods'
+    reason = "" if ready else ("RevisionFailed" if failure else "RevisionMissing")
+    message = "" if ready else (failure or f'Revision "{latest["name"]}" has no ready pods')
     for type_ in ("IngressReady", "PredictorReady", "Ready"):
         conditions = set_condition(conditions, type_, status_word, reason, message, ctx.now_iso)
     conditions = [{k: v for k, v in c.items() if v != ""} for c in conditions]

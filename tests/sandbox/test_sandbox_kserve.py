@@ -13,6 +13,7 @@ from kubernetes.client.exceptions import ApiException
 from jobs.kube.client import Cluster
 from jobs.kube.errors import Invalid
 from jobs.kube.manifests import dra_quota_key, priority_classes, team_objects, workload_objects
+from jobs.kube.status import derive
 from portal.cluster_profile import load_profile
 from sandbox import knative
 from sandbox.testing import running_sandbox
@@ -329,3 +330,79 @@ def test_kserve_refuses_a_canary_it_cannot_run(custom):
         "spec.canary[0].predictor.minReplicas: Invalid value: 2: must not exceed the stable predictor's (1)" in message
     )
     assert "spec.canary: Invalid value: 110: the canaries' trafficPercent add up to more than 100" in message
+
+
+# -- the storage initializer ---------------------------------------------------------------------
+
+
+def apply_portal_endpoint(handle, mode: str = "Standard") -> dict:
+    """Apply team vision and its endpoint iris as the portal does; settle; return the InferenceService."""
+    team, endpoint = portal_endpoint(mode)
+    with Cluster(handle.api_client(), request_timeout=5) as cluster:
+        cluster.apply_all(team)
+        cluster.apply_all(endpoint)
+    handle.settle()
+    custom = client.CustomObjectsApi(handle.api_client())
+    return custom.get_namespaced_custom_object(
+        "serving.kserve.io", "v1beta1", "team-vision", "inferenceservices", "iris"
+    )
+
+
+def test_stock_kserve_injects_a_storage_initializer_that_the_restricted_namespace_refuses(stock_sandbox):
+    isvc = apply_portal_endpoint(stock_sandbox)
+    assert endpoint_pods(stock_sandbox) == []
+    ready = next(c for c in isvc["status"]["conditions"] if c["type"] == "Ready")
+    assert ready["status"] == "False" and ready["reason"] == "FailedCreate"
+    assert 'violates PodSecurity "restricted:latest"' in ready["message"]
+    assert (
+        'allowPrivilegeEscalation != false (container "storage-initializer" must set '
+        "securityContext.allowPrivilegeEscalation=false)"
+    ) in ready["message"]
+    # the portal shows KServe's words while the endpoint is pending
+    seen = derive("InferenceService", isvc, [])
+    assert seen.phase == "pending" and 'container "storage-initializer"' in seen.message
+
+
+def test_the_recommended_storage_container_makes_the_initializer_restricted(sandbox):
+    apply_portal_endpoint(sandbox)
+    [pod] = endpoint_pods(sandbox)
+    assert pod.status.phase == "Running"
+    [init] = pod.spec.init_containers
+    assert init.name == "storage-initializer" and init.image == "kserve/storage-initializer:v0.20.0"
+    assert init.security_context.allow_privilege_escalation is False
+    assert init.security_context.capabilities.drop == ["ALL"]
+    assert init.args == ["s3://models/iris/v1", "/mnt/models"]
+
+
+def test_the_initializer_follows_the_inferenceservice_config_when_no_storage_container_matches(sandbox, custom, core):
+    core.patch_namespaced_config_map(
+        "inferenceservice-config",
+        "kserve",
+        {
+            "data": {
+                "storageInitializer": json.dumps(
+                    {"image": "registry.local/si:1", "cpuLimit": "2", "memoryLimit": "2Gi"}
+                )
+            }
+        },
+    )
+    custom.delete_cluster_custom_object("serving.kserve.io", "v1alpha1", "clusterstoragecontainers", "default")
+    custom.create_namespaced_custom_object(*GROUP, isvc("iris", "Standard"))
+    sandbox.settle()
+    [pod] = core.list_namespaced_pod("default").items
+    [init] = pod.spec.init_containers
+    assert init.image == "registry.local/si:1" and init.security_context is None
+    assert init.resources.limits == {"cpu": "2", "memory": "2Gi"}
+
+
+def test_a_custom_server_with_a_storage_uri_gets_the_initializer_too(sandbox, custom, core):
+    body = isvc("server", "Standard")
+    del body["spec"]["predictor"]["model"]
+    body["spec"]["predictor"]["containers"] = [
+        {"name": "kserve-container", "image": "ghcr.io/x/server:1", "env": [{"name": "STORAGE_URI", "value": V2}]}
+    ]
+    custom.create_namespaced_custom_object(*GROUP, body)
+    sandbox.settle()
+    [pod] = core.list_namespaced_pod("default").items
+    assert [c.name for c in pod.spec.init_containers] == ["storage-initializer"]
+    assert pod.spec.init_containers[0].args == [V2, "/mnt/models"]
