@@ -557,6 +557,10 @@ def _reconcile_standard(ctx: Ctx, isvc: dict[str, Any]) -> None:
         "predictor": predictor,
         "replicas": max(1, stable_min - canary_total),
     }
+    seen = ctx.memo("inference-standard").setdefault(meta["uid"], [])
+    if not seen or seen[-1] != stable["hash"]:
+        seen.append(stable["hash"])
+    stable["revision"] = len(seen)
     groups.insert(0, stable)
     pods = [p for p in owned_pods(ctx, isvc) if not p["metadata"].get("deletionTimestamp")]
 
@@ -603,14 +607,24 @@ def _standard_status(
     stable, canaries = groups[0], groups[1:]
     stable_ready = ready.get(f"isvc.{name}-{stable['component']}", 0) >= 1
     conditions = old.get("conditions") or []
-    reason = "" if stable_ready else ("FailedCreate" if failure else "MinimumReplicasUnavailable")
-    message = "" if stable_ready else (failure or "Deployment does not have minimum availability.")
-    for type_ in ("IngressReady", "PredictorReady", "Ready"):
-        conditions = set_condition(conditions, type_, "True" if stable_ready else "False", reason, message, ctx.now_iso)
+    # PredictorReady is the stable Deployment's Available condition (KServe PropagateRawStatus).
+    if stable_ready:
+        reason, message = "MinimumReplicasAvailable", "Deployment has minimum availability."
+    elif failure:
+        reason, message = "FailedCreate", failure
+    else:
+        reason, message = "MinimumReplicasUnavailable", "Deployment does not have minimum availability."
+    word = "True" if stable_ready else "False"
+    conditions = set_condition(conditions, "PredictorReady", word, reason, message, ctx.now_iso)
+    for type_ in ("IngressReady", "Ready"):
+        conditions = set_condition(
+            conditions, type_, word, "" if stable_ready else reason, "" if stable_ready else message, ctx.now_iso
+        )
     status: dict[str, Any] = {
         "observedGeneration": meta.get("generation", 1),
         "deploymentMode": "Standard",
-        "components": {"predictor": {}},
+        # the Deployment's deployment.kubernetes.io/revision: one more for each new pod template
+        "components": {"predictor": {"latestCreatedRevision": str(stable["revision"])}},
     }
     if canaries:
         statuses = [
@@ -643,7 +657,7 @@ def _standard_status(
     }
     if stable_ready:
         predictor_url = f"http://{name}-{stable['component']}.{ns}.svc.cluster.local"
-        status["components"]["predictor"] = {"url": predictor_url}
+        status["components"]["predictor"]["url"] = predictor_url
         status["url"] = f"http://{name}-{ns}.example.com"
         status["address"] = {"url": f"http://{name}-{stable['component']}.{ns}.svc.cluster.local"}
     return status

@@ -298,6 +298,13 @@ def test_promoting_a_standard_canary_rolls_the_stable_deployment_and_removes_the
     status = custom.get_namespaced_custom_object(*GROUP, "iris")["status"]
     assert "canaryStatuses" not in status
     assert "CanaryPredictorReady" not in {c["type"] for c in status["conditions"]}
+    # the stable Deployment's second pod template (deployment.kubernetes.io/revision)
+    assert status["components"]["predictor"]["latestCreatedRevision"] == "2"
+    predictor_ready = next(c for c in status["conditions"] if c["type"] == "PredictorReady")
+    assert (predictor_ready["reason"], predictor_ready["message"]) == (
+        "MinimumReplicasAvailable",
+        "Deployment has minimum availability.",
+    )
 
 
 def test_canary_traffic_percent_does_nothing_in_standard_mode(sandbox, custom):
