@@ -46,21 +46,21 @@ CASES: dict[str, dict[str, Any]] = {
         "model_format": "huggingface",
         "storage_uri": "hf://meta-llama/Llama-3.2-1B",
         "canary_traffic_percent": 10,
-        "canary_storage_uri": "hf://meta-llama/Llama-3.2-3B",  # set by a rollout, never in a request
         "min_replicas": 1,
         "max_replicas": 4,
     },
 }
+# The model version a rollout put under test (a rollout sets it, a request never does).
+CANARY_VERSIONS = {"endpoint-canary": "hf://meta-llama/Llama-3.2-3B"}
 MATRIX = [(o, c) for o in GPUS for c in CASES]
 
 
 def build(offering: str, case: str) -> tuple[WorkloadSpec, list[dict[str, Any]]]:
     fields = {**COMMON, **CASES[case]}
-    canary_uri = fields.pop("canary_storage_uri", "")
     s = spec(
         fields.pop("kind"), offering=offering, gpus_per_replica=GPUS[offering], name=case, workload_id=42, **fields
     )
-    s = replace(s, canary_storage_uri=canary_uri)
+    s = replace(s, canary_storage_uri=CANARY_VERSIONS.get(case, ""))
     return s, workload_objects(s)
 
 
