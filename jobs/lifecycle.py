@@ -676,8 +676,17 @@ def apply_current(workload_id: int, cluster) -> bool:
     workload = Workload.objects.select_related("team", "offering").filter(pk=workload_id).first()
     if workload is None or workload.deleted_at or workload.state not in (State.SUBMITTED, State.RUNNING):
         return False
+    from jobs.kube.errors import ClusterError
+
     objects = workload_objects_of(workload)
-    cluster.apply_all(objects)
+    try:
+        cluster.apply_all(objects)
+    except ClusterError as exc:
+        if exc.transient:
+            raise
+        # The cluster keeps serving what it had; the timeline says why the change did not happen.
+        record(workload, f"The cluster refused the change: {exc}")
+        return False
     Workload.objects.filter(pk=workload.pk).update(applied_manifests=objects)
     return True
 

@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from jobs import lifecycle
+from jobs.kube.errors import Invalid
 from jobs.kube.status import Observed, TrafficShare
 from jobs.specs import SpecError
 from portal.cluster_profile import ProfileError, parse_profile
@@ -137,3 +138,20 @@ def test_the_observed_traffic_split_is_kept_for_the_page(cast, quotas, profile):
         {"role": "stable", "percent": 80, "revision": "", "ready": True},
         {"role": "canary", "percent": 20, "revision": "canary", "ready": False},
     ]
+
+
+def test_a_change_the_cluster_refuses_is_on_the_timeline_and_nothing_is_recorded_as_applied(cast, quotas, profile):
+    profile("Knative")
+    w = lifecycle.request_workload(cast.alice, cast.vision, endpoint())
+    cluster = FakeCluster()
+    lifecycle.submit(w.pk, cluster)
+    w.refresh_from_db()
+    applied = w.applied_manifests
+    lifecycle.rollout(cast.alice, w, "s3://models/iris/v2", 10)
+    why = "spec.predictor.nodeSelector: must not set the field(s) in Knative mode"
+    cluster.fail_with = Invalid(why, causes=[("spec.predictor.nodeSelector", why)], status=422)
+    assert not lifecycle.apply_current(w.pk, cluster)
+    w.refresh_from_db()
+    assert w.events.order_by("-id").first().message.startswith("The cluster refused the change: ")
+    assert why in w.events.order_by("-id").first().message
+    assert w.applied_manifests == applied
