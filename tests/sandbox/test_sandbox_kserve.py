@@ -413,3 +413,38 @@ def test_a_custom_server_with_a_storage_uri_gets_the_initializer_too(sandbox, cu
     [pod] = core.list_namespaced_pod("default").items
     assert [c.name for c in pod.spec.init_containers] == ["storage-initializer"]
     assert pod.spec.init_containers[0].args == [V2, "/mnt/models"]
+
+
+# -- the portal's canaries, end to end -------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("mode", "revisions"),
+    [("Knative", ("iris-predictor-00001", "iris-predictor-00002")), ("Standard", ("", "canary"))],
+)
+def test_a_portal_canary_runs_and_the_portal_reads_back_its_split(sandbox, mode, revisions):
+    base = replace(spec("endpoint", name="iris", offering="l4-shared", gpus_per_replica=1), deployment_mode=mode)
+    quota = {"cpu": (32, 32), "memory": (256 * 2**30, 256 * 2**30), "nvidia.com/gpu.shared": (4, 4)}
+    canary_spec = replace(base, canary_storage_uri="s3://models/iris/v2", canary_traffic_percent=25)
+    with Cluster(sandbox.api_client(), request_timeout=5) as cluster:
+        cluster.apply_all([*priority_classes(), *team_objects(TEAM, quota)])
+        cluster.apply_all(workload_objects(base))
+        sandbox.settle()
+        cluster.apply_all(workload_objects(canary_spec))
+        sandbox.settle()
+        [isvc] = cluster.list(
+            "serving.kserve.io/v1beta1", "InferenceService", label_selector="", namespace="team-vision"
+        )
+    seen = derive("InferenceService", isvc, [])
+    assert seen.phase == "running"
+    assert [(s.role, s.percent, s.revision, s.ready) for s in seen.traffic] == [
+        ("stable", 75, revisions[0], True),
+        ("canary", 25, revisions[1], True),
+    ]
+    uris = {
+        e.value
+        for p in endpoint_pods(sandbox)
+        for e in p.spec.containers[0].env or []
+        if e.name == "STORAGE_URI" and p.status.phase == "Running"
+    }
+    assert uris == {"s3://models/iris/v1", "s3://models/iris/v2"}
