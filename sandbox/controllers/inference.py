@@ -1,14 +1,23 @@
-"""The KServe InferenceService controller (predictor only).
+"""The KServe InferenceService controller (predictor only), in both of KServe v0.20's modes.
 
-Each distinct predictor spec is a revision ``<name>-predictor-0000N``; its pods are
-``<name>-predictor-<hash>-<random>`` (``minReplicas`` of them, default 1), built from
-``spec.predictor.model`` (modelFormat + storageUri -> a serving runtime image with a
-storage-initializer) or from custom ``containers``. When the spec changes and
-``canaryTrafficPercent`` is set, the previous rolled-out revision keeps its pods and
-traffic is split; without it (or at 100) the new revision takes all traffic once
-ready and the old pods go. Status follows KServe: ``url``, ``address``,
-``components.predictor`` (revisions and traffic), ``PredictorReady``,
-``IngressReady`` and ``Ready`` conditions, ``modelStatus``.
+The mode is the ``serving.kserve.io/deploymentMode`` annotation, else ``deploy`` in
+``kserve/inferenceservice-config`` (upstream ships "Serverless", i.e. Knative).
+
+* Knative: each distinct predictor spec is a revision ``<name>-predictor-0000N``; its pods
+  are ``<name>-predictor-<hash>-<random>`` (``minReplicas`` of them, default 1). When the
+  spec changes and ``canaryTrafficPercent`` is set, the previous rolled-out revision keeps
+  its pods and traffic is split; without it (or at 100) the new revision takes all traffic
+  once ready and the old pods go. Status: ``components.predictor`` revisions and traffic.
+* Standard: a Deployment per predictor (``_reconcile_standard``), with v0.20's
+  ``spec.canary`` as extra Deployments; status as KServe's ``PropagateRawStatus`` writes it,
+  plus ``canaryStatuses``.
+
+Pods come from ``spec.predictor.model`` (modelFormat + storageUri -> a serving runtime image
+with KServe's storage-initializer, see ``storage_initializer``) or from custom
+``containers``. Both modes report ``url``, ``address``, ``PredictorReady``, ``IngressReady``
+and ``Ready`` conditions and ``modelStatus``; a pod the API refuses (Pod Security, quota)
+shows in the conditions' message. ``webhook`` plays KServe's validating webhook (mode,
+``spec.canary``) and, for Knative mode, Knative's field mask (``sandbox.knative``).
 
 Not simulated: transformers, explainers, autoscaling beyond minReplicas, scale to zero.
 """
