@@ -213,8 +213,8 @@ def traffic_split(isvc: dict) -> tuple[TrafficShare, ...]:
       rolled-out one (stable, tag ``prev``). A revision is ready when it is the latest ready
       one or no longer the latest (it served before).
     * Standard mode (KServe v0.20 ``spec.canary``): ``canaryStatuses`` give each canary's
-      name, share and readiness; the stable Deployment has the rest and is ready when
-      ``PredictorReady`` is.
+      name, share and readiness; the stable Deployment has the rest (all of it without
+      canaries) and is ready when ``PredictorReady`` is.
     """
     status = isvc.get("status") or {}
     predictor = (status.get("components") or {}).get("predictor") or {}
@@ -240,4 +240,6 @@ def traffic_split(isvc: dict) -> tuple[TrafficShare, ...]:
                 for c in canaries
             ),
         )
+    if status.get("deploymentMode") in ("Standard", "RawDeployment") and status.get("conditions"):
+        return (TrafficShare("stable", 100, "", _is_true(isvc, "PredictorReady")),)  # one Deployment
     return ()

@@ -54,12 +54,14 @@ def test_a_failed_revision_is_pending_with_knatives_words():
 def test_a_ready_standard_endpoint_runs_without_revisions():
     seen = derive("InferenceService", isvc("standard-ready"), [RUNNING_POD])
     assert (seen.phase, seen.url) == ("running", "http://sklearn-iris-kserve-test.example.com")
-    assert seen.traffic == ()  # one Deployment takes everything; nothing to split
+    assert seen.traffic == (TrafficShare("stable", 100, "", True),)  # one Deployment takes everything
 
 
 def test_an_unavailable_standard_endpoint_says_why_unless_a_pod_says_more():
     status = isvc("standard-unavailable")
-    assert derive("InferenceService", status, []).message == "Deployment does not have minimum availability."
+    seen = derive("InferenceService", status, [])
+    assert seen.message == "Deployment does not have minimum availability."
+    assert seen.traffic == (TrafficShare("stable", 100, "", False),)
     unschedulable = {
         "status": {
             "phase": "Pending",

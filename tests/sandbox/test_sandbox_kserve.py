@@ -456,9 +456,7 @@ def test_a_portal_canary_runs_and_the_portal_reads_back_its_split(sandbox, mode,
             "serving.kserve.io/v1beta1", "InferenceService", label_selector="", namespace="team-vision"
         )
     seen = derive("InferenceService", isvc, [])
-    # Knative reports the one revision left; a Standard endpoint without canaries has nothing to split
-    expected = [("stable", 100)] if mode == "Knative" else []
-    assert seen.phase == "running" and [(s.role, s.percent) for s in seen.traffic] == expected
+    assert seen.phase == "running" and [(s.role, s.percent) for s in seen.traffic] == [("stable", 100)]
     running = [p for p in endpoint_pods(sandbox) if p.status.phase == "Running" and not p.metadata.deletion_timestamp]
     assert {e.value for p in running for e in p.spec.containers[0].env or [] if e.name == "STORAGE_URI"} == {
         "s3://models/iris/v2"
