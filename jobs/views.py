@@ -289,7 +289,7 @@ def _traffic_context(workload: Workload) -> dict:
     observed = [dict(share) for share in workload.cluster_traffic or []]
     wants_canary = bool(workload.canary_storage_uri) and workload.canary_traffic_percent is not None
     has_canary = any(share.get("role") == "canary" for share in observed)
-    requested = wants_canary != has_canary or (not observed and wants_canary)
+    requested = wants_canary != has_canary
     if requested:
         percent = workload.canary_traffic_percent or 0
         observed = [{"role": "stable", "percent": 100 - percent, "revision": "", "ready": None}]
