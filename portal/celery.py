@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 from celery import Celery
+from django.conf import settings
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
 
@@ -17,7 +18,7 @@ app.autodiscover_tasks()
 app.conf.beat_schedule = {
     "reconcile-workloads": {
         "task": "jobs.reconcile",
-        "schedule": float(os.environ.get("PORTAL_RECONCILE_INTERVAL_SECONDS", "10")),
+        "schedule": float(settings.RECONCILE_INTERVAL_SECONDS),
         "options": {"expires": 30},
     },
     "refresh-capacity": {

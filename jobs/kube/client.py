@@ -44,7 +44,7 @@ from jobs.kube.errors import (
     from_api_exception,
     from_transport_error,
 )
-from jobs.kube.kinds import KindInfo, Need, checked_kinds, kind_info
+from jobs.kube.kinds import KindInfo, Need, checked_kinds, config_object_info, kind_info
 
 __all__ = [
     "FIELD_MANAGER",
@@ -277,6 +277,15 @@ class Cluster:
         """Like ``get``, for callers to whom absence is an error: raises ``NotFound``."""
         info = kind_info(api_version, kind)
         return self._with_type(info, self._json("GET", info.object_path(name, namespace)))
+
+    def read_config(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> Obj | None:
+        """One add-on configuration object (``CONFIG_OBJECTS``: the ClusterRole grants ``get``
+        on those names only), or None when it does not exist."""
+        info = config_object_info(api_version, kind, name)
+        try:
+            return self._with_type(info, self._json("GET", info.object_path(name, namespace)))
+        except NotFound:
+            return None
 
     def list(
         self, api_version: str, kind: str, *, label_selector: Selector, namespace: str | None = None

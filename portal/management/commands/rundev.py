@@ -50,9 +50,8 @@ class Command(BaseCommand):
                 "--kubeconfig",
                 settings.KUBE_CONFIG,
             ]
-            crd_dir = Path(settings.BASE_DIR).parent / "shared" / "reference"
-            if crd_dir.is_dir():
-                sandbox += ["--crd-dir", str(crd_dir)]
+            # The sandbox validates custom resources against the upstream schemas it ships
+            # (sandbox/crds/), the same on every clone; ../shared/reference is not needed.
             if reset_sandbox:
                 sandbox.append("--reset")
             commands.append(("sandbox", sandbox))
