@@ -2,7 +2,10 @@
 
 The run clock starts when every pod of the workload is Running and stops after
 ``sandbox.local/duration-seconds`` (default 600) simulated seconds; then all
-pods end Succeeded, or Failed when ``sandbox.local/outcome: Failed``.
+pods end Succeeded, or Failed when ``sandbox.local/outcome: Failed``. When the pods
+cannot form one distributed run (``sandbox.podenv.launch_problem``: torchrun's PET_*
+variables or mpirun's ssh settings do not agree), they fail as soon as they all run, with
+a ``DistributedLaunchFailed`` warning on the workload saying why.
 """
 
 from __future__ import annotations
@@ -14,10 +17,12 @@ from sandbox import quantity
 from sandbox.clock import iso
 from sandbox.controllers.base import PODS, Ctx
 from sandbox.controllers.kubelet import duration_of, outcome_failed, terminate_pod
+from sandbox.podenv import launch_problem
 from sandbox.podutil import is_terminal, owner_reference, pod_requests
 from sandbox.scheduler import PODGROUPS
 
 SANDBOX_PREFIX = "sandbox.local/"
+LAUNCH_FAILED_REASON = "DistributedLaunchFailed"  # event on the job whose pods cannot form one run
 
 
 def owned_pods(ctx: Ctx, owner: dict[str, Any]) -> list[dict[str, Any]]:
@@ -113,6 +118,16 @@ def run_clock(
         and all(p.get("status", {}).get("phase") == "Running" for p in live)
     ):
         run["started"] = ctx.now
+        # What torchrun or mpirun would trip over in its first seconds ends the run here.
+        problem = launch_problem(live, ctx.get)
+        if problem:
+            for pod in live:
+                terminate_pod(ctx, pod, False, message=problem)
+            ctx.event(owner, "Warning", LAUNCH_FAILED_REASON, problem, "sandbox")
+            run["finished"] = ctx.now
+            run["outcome"] = "Failed"
+            run["problem"] = problem
+            return run
     if "started" in run and ctx.now >= run["started"] + duration_of(owner):
         failed = outcome_failed(owner)
         for pod in live:

@@ -197,9 +197,10 @@ def test_a_volcano_job_is_gang_scheduled_over_all_its_pods():
     }
     _, objects = build("h100-80gb-dra", "torch-4-nodes")
     job = objects[-1]
-    assert [(t["name"], t["replicas"]) for t in job["spec"]["tasks"]] == [("master", 1), ("worker", 3)]
+    assert [(t["name"], t["replicas"]) for t in job["spec"]["tasks"]] == [("node", 4)]
     assert job["spec"]["minAvailable"] == 4
-    assert job["spec"]["plugins"] == {"pytorch": ["--master=master", "--worker=worker", "--port=23456"], "svc": []}
+    # Volcano's pytorch plugin would set MASTER_ADDR/RANK, which torchrun ignores.
+    assert job["spec"]["plugins"] == {"env": [], "svc": []}
     for task in job["spec"]["tasks"]:
         assert task["template"]["spec"]["activeDeadlineSeconds"] == 7200
 
