@@ -202,3 +202,106 @@ def test_consistent_torch_nodes_can_start():
         launch_problem([_pod("a", "0", "a.job.ns.svc.cluster.local"), _pod("b", "1", "a.job.ns.svc.cluster.local")])
         == ""
     )
+
+
+# -- MPI -------------------------------------------------------------------------------------
+
+MPIRUN = ["mpirun", "python", "allreduce.py"]
+
+
+def _launcher_and_workers(k8s: Kube) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    pods = job_pods(k8s)
+    (launcher,) = [p for p in pods if "-launcher-" in p["metadata"]["name"]]
+    workers = sorted((p for p in pods if "-worker-" in p["metadata"]["name"]), key=lambda p: p["metadata"]["name"])
+    return launcher, workers
+
+
+def _ssh_flags(args: str) -> dict[str, str]:
+    words = args.split()
+    return {w: words[i + 1] for i, w in enumerate(words) if w in ("-p", "-i", "-F")}
+
+
+def test_mpirun_in_a_volcano_job_dials_the_workers_sshd_port_with_the_plugins_keys(volcano_k8s):
+    s = training("h100-80gb", framework="mpi", replicas=2, command=MPIRUN)
+    assert training_backend(s) == "volcano"
+    volcano_k8s.apply(*workload_objects(s))
+    volcano_k8s.handle.settle()
+    launcher, workers = _launcher_and_workers(volcano_k8s)
+    assert {p["status"]["phase"] for p in [launcher, *workers]} == {"Running"}
+    env = container_env(launcher)
+    assert env["MPI_HOST"] == ",".join(fqdn(w) for w in workers)  # from Volcano's mpi plugin
+    flags = _ssh_flags(env["OMPI_MCA_plm_rsh_args"])
+    assert env["PRTE_MCA_plm_ssh_args"] == env["OMPI_MCA_plm_rsh_args"]
+    for worker in workers:  # the mpi plugin's --port is what the worker's sshd must listen on
+        assert [p["containerPort"] for p in worker["spec"]["containers"][0]["ports"]] == [int(flags["-p"])]
+    # The ssh plugin mounted its Secret where the launcher's ssh looks for key and config.
+    (mount,) = [m for m in launcher["spec"]["containers"][0]["volumeMounts"] if m["name"] == "run-ssh"]
+    assert (flags["-i"], flags["-F"]) == (f"{mount['mountPath']}/id_rsa", f"{mount['mountPath']}/config")
+    assert volcano_k8s.get("v1", "Secret", "run-ssh", "team-vision")["data"].keys() >= {"id_rsa", "config"}
+    volcano_k8s.handle.advance(90)
+    assert finished(main_object(volcano_k8s, s)) == "succeeded"
+    assert launch_warnings(volcano_k8s) == []
+
+
+def _launcher_env(objects: list[dict[str, Any]], change) -> list[dict[str, Any]]:
+    objects = copy.deepcopy(objects)
+    main = objects[-1]
+    if main["kind"] == "Job":
+        (task,) = [t for t in main["spec"]["tasks"] if t["name"] == "launcher"]
+        container = task["template"]["spec"]["containers"][0]
+    else:
+        (rj,) = [j for j in main["spec"]["replicatedJobs"] if j["name"] == "launcher"]
+        container = rj["template"]["spec"]["template"]["spec"]["containers"][0]
+    container["env"] = change(container["env"])
+    return objects
+
+
+def _no_ssh_args(env: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [e for e in env if not e["name"].endswith("_args")]
+
+
+def test_the_sandbox_fails_an_mpi_run_whose_launcher_dials_port_22(volcano_k8s):
+    s = training("h100-80gb", framework="mpi", replicas=2, command=MPIRUN)
+    volcano_k8s.apply(*_launcher_env(workload_objects(s), _no_ssh_args))
+    volcano_k8s.handle.settle()
+    assert finished(main_object(volcano_k8s, s)) == "failed"
+    (warning,) = launch_warnings(volcano_k8s)
+    assert "connects to ssh port 22" in warning and "listens on 2222" in warning
+
+
+def test_an_ssh_port_flag_volcanos_ssh_plugin_does_not_know_drops_the_key_path_after_it(volcano_k8s):
+    """The ssh plugin defines no ``--ssh-port``: Go's flag parsing stops there, so the key path
+    after it is ignored, the keys land in /root/.ssh and the launcher's ``-i`` misses them."""
+    s = training("h100-80gb", framework="mpi", replicas=2, command=MPIRUN)
+    objects = workload_objects(s)
+    plugins = objects[-1]["spec"]["plugins"]
+    plugins["ssh"] = ["--ssh-port=2222", *plugins["ssh"]]
+    volcano_k8s.apply(*objects)
+    volcano_k8s.handle.settle()
+    assert finished(main_object(volcano_k8s, s)) == "failed"
+    (warning,) = launch_warnings(volcano_k8s)
+    assert "/root/.ssh/id_rsa" in warning
+
+
+def test_mpirun_in_a_jobset_dials_the_port_the_workers_declare(kueue_k8s):
+    s = training("h100-80gb", framework="mpi", replicas=2, command=MPIRUN, kueue=True)
+    assert training_backend(s) == "jobset"
+    kueue_k8s.apply(*workload_objects(s))
+    kueue_k8s.handle.settle()
+    launcher, workers = _launcher_and_workers(kueue_k8s)
+    env = container_env(launcher)
+    assert env["MPI_HOST"] == ",".join(fqdn(w) for w in workers)
+    port = int(_ssh_flags(env["OMPI_MCA_plm_rsh_args"])["-p"])
+    assert {p["containerPort"] for w in workers for p in w["spec"]["containers"][0]["ports"]} == {port}
+    kueue_k8s.handle.advance(90)
+    assert finished(main_object(kueue_k8s, s)) == "succeeded"
+    assert launch_warnings(kueue_k8s) == []
+
+
+def test_the_sandbox_fails_a_jobset_mpi_run_whose_launcher_dials_port_22(kueue_k8s):
+    s = training("h100-80gb", framework="mpi", replicas=2, command=MPIRUN, kueue=True)
+    kueue_k8s.apply(*_launcher_env(workload_objects(s), _no_ssh_args))
+    kueue_k8s.handle.settle()
+    assert finished(main_object(kueue_k8s, s)) == "failed"
+    (warning,) = launch_warnings(kueue_k8s)
+    assert "connects to ssh port 22" in warning
