@@ -147,14 +147,16 @@ def _pod_failure(pod: dict) -> tuple[tuple, Failure] | None:
         )
         when = disrupted.get("lastTransitionTime") or term.get("finishedAt") or ""
     elif term:
+        # A pod-level reason (DeadlineExceeded, Evicted) says more than the container's "Error".
+        pod_reason = "" if oom else status.get("reason", "")
         failure = Failure(
             "oom" if oom else "error",
             name,
             node,
             container,
             exit_code,
-            term.get("reason") or "Error",
-            (term.get("message") or "").strip(),
+            pod_reason or term.get("reason") or "Error",
+            (status.get("message", "") if pod_reason else term.get("message") or "").strip(),
         )
         when = term.get("finishedAt") or ""
     elif status.get("phase") == "Failed":
