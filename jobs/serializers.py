@@ -103,7 +103,7 @@ class WorkloadEventSerializer(serializers.ModelSerializer):
 
 
 class FailureSerializer(serializers.Serializer):
-    """Why a failed run failed: the pod that failed first (``jobs.kube.status.Failure``)."""
+    """Why a failed run failed: the pod that failed first, where it ran and how it ended."""
 
     # "class" is a keyword, so the field is declared through the class namespace.
     locals()["class"] = serializers.ChoiceField(
