@@ -407,17 +407,20 @@ def observe(workload: Workload, seen: Observed) -> bool:
         )
     if seen.phase in ("succeeded", "failed") and workload.state in (State.SUBMITTED, State.RUNNING):
         new = State.SUCCEEDED if seen.phase == "succeeded" else State.FAILED
+        # The controller says that it failed, the failed pod says why; both go on the timeline.
+        reason = " ".join(m for m in (seen.message, seen.failure.summary() if seen.failure else "") if m)
         with transaction.atomic():
             moved = _move(
                 workload,
                 [State.SUBMITTED, State.RUNNING],
                 new,
-                seen.message or new.label,
+                reason or new.label,
                 finished_at=now,
                 started_at=workload.started_at or seen.started_at or now,
                 cluster_phase=seen.phase,
                 cluster_message=seen.message,
-                state_reason=seen.message,
+                state_reason=reason,
+                failure=seen.failure.as_dict() if seen.failure else {},
             )
             if moved:
                 _release(workload)

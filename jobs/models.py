@@ -94,6 +94,10 @@ class Workload(models.Model):
     # What the cluster says, as last observed by the reconcile.
     cluster_phase = models.CharField(max_length=40, blank=True)
     cluster_message = models.TextField(blank=True)
+    # Why a failed run failed, stored when it fails (its pods are gone soon after): the pod
+    # that failed first ({"class": "oom"|"error"|"preempted", "pod", "node", "container",
+    # "exit_code", "reason", "message"}, jobs.kube.status.Failure.as_dict); {} otherwise.
+    failure = models.JSONField(default=dict, blank=True)
     url = models.URLField(blank=True, max_length=500)
     applied_manifests = models.JSONField(default=list, blank=True)
     submit_attempts = models.PositiveIntegerField(default=0)
