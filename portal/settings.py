@@ -108,6 +108,7 @@ MIDDLEWARE = [
     "portal.middleware.ContentSecurityPolicyMiddleware",
     # Innermost, so its 400 still gets every header the middleware above adds.
     "portal.middleware.RefuseNulCharacters",
+    "portal.middleware.RefuseDeepJson",
 ]
 
 ROOT_URLCONF = "portal.urls"
@@ -206,6 +207,12 @@ REST_FRAMEWORK = {
     "PAGE_SIZE": 50,
     "DEFAULT_SCHEMA_CLASS": "portal.schema.PortalAutoSchema",
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    # DRF's three, with JSON nesting limited (portal/jsonbody.py says why).
+    "DEFAULT_PARSER_CLASSES": [
+        "portal.parsers.DepthLimitedJSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
     "EXCEPTION_HANDLER": "portal.api.exception_handler",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
 }
