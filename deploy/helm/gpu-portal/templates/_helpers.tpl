@@ -155,6 +155,8 @@ secretKeyRef:
     {{- include "gpu-portal.secretRef" (dict "source" .Values.secretKey "fullname" (include "gpu-portal.fullname" .) "key" "SECRET_KEY") | nindent 4 }}
 - name: PORTAL_API_RATE
   value: {{ .Values.config.apiRate | quote }}
+- name: PORTAL_LOGIN_TRUSTED_PROXIES
+  value: {{ .Values.config.trustedProxies | quote }}
 {{- if .Values.sso.issuer }}
 - name: OIDC_ISSUER
   value: {{ .Values.sso.issuer | quote }}
