@@ -86,8 +86,8 @@ def test_seed_demo_is_idempotent(settings):
     assert sorted(Team.objects.values_list("slug", flat=True)) == ["nlp", "vision"]
     from quotas.models import AuditEntry, Quota
 
-    assert Quota.objects.filter(team__slug="vision").count() == 3
-    assert AuditEntry.objects.count() == 6  # the second run changed nothing
+    assert Quota.objects.filter(team__slug="vision").count() == 5  # three GPU classes, cpu and memory
+    assert AuditEntry.objects.count() == 10  # the second run changed nothing
     roles = sorted(Membership.objects.values_list("user__username", "team__slug", "role"))
     assert roles == [
         ("alice", "vision", "member"),

@@ -18,10 +18,11 @@ USERS = {
     "admin": {"teams": {}, "staff": True},  # the platform admin
 }
 TEAMS = {"vision": "Computer Vision", "nlp": "Natural Language Processing"}
-# (guaranteed, limit) per GPU class: enough to try every offering of the demo profile.
+# (guaranteed, limit) per GPU class, and of CPU cores and memory GiB: enough to try
+# every offering of the demo profile (a training run asks 8 cores and 32 GiB per replica).
 QUOTAS = {
-    "vision": {"H100-80GB": (4, 8), "A100-80GB": (1, 2), "L4": (1, 2)},
-    "nlp": {"H100-80GB": (8, 12), "A100-80GB": (1, 1), "L4": (2, 4)},
+    "vision": {"H100-80GB": (4, 8), "A100-80GB": (1, 2), "L4": (1, 2), "cpu": (32, 64), "memory": (128, 256)},
+    "nlp": {"H100-80GB": (8, 12), "A100-80GB": (1, 1), "L4": (2, 4), "cpu": (64, 128), "memory": (256, 512)},
 }
 
 
