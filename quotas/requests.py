@@ -71,12 +71,12 @@ def parse_amount(raw: Any, field: str, errors: dict[str, list[str]]) -> Decimal 
     if raw is None or raw == "":
         return None
     if isinstance(raw, bool):
-        errors.setdefault(field, []).append("must be a number of GPUs, e.g. 8 or 0.5")
+        errors.setdefault(field, []).append("must be a number (GPUs, or cores or GiB for cpu or memory), e.g. 8 or 0.5")
         return None
     try:
         value = Decimal(str(raw).strip())
     except InvalidOperation:
-        errors.setdefault(field, []).append("must be a number of GPUs, e.g. 8 or 0.5")
+        errors.setdefault(field, []).append("must be a number (GPUs, or cores or GiB for cpu or memory), e.g. 8 or 0.5")
         return None
     if not value.is_finite() or value < 0:
         errors.setdefault(field, []).append("must be 0 or more")

@@ -217,3 +217,10 @@ def test_work_charged_to_the_last_core_and_byte_runs_in_the_sandbox_under_its_re
     assert quota["spec"]["hard"]["requests.memory"] == str(22 * 2**30)
     with pytest.raises(QuotaRefused):
         lifecycle.request_workload(cast.alice, cast.vision, cpu_notebook("more", cpu="100m", memory="256Mi"))
+
+
+def test_the_request_form_offers_cpu_in_cores_and_memory_in_gib(client, cast, catalog):
+    client.force_login(cast.bob)
+    page = client.get("/quotas/").content.decode()
+    assert '<option value="cpu">cpu (cores)</option>' in page
+    assert '<option value="memory">memory (GiB)</option>' in page
