@@ -163,3 +163,27 @@ def test_when_the_cache_is_down_logins_still_work(cast, settings):
         }
     }
     assert log_in(Client(), "alice").status_code == 302
+
+
+def test_login_limits_are_read_from_the_environment_and_bad_values_stop_the_portal():
+    from tests.test_shell import PRODUCTION_ENV, run_manage
+
+    shown = run_manage(
+        "shell",
+        "-c",
+        "from django.conf import settings as s; print(s.LOGIN_MAX_FAILURES, s.LOGIN_MAX_FAILURES_PER_IP, "
+        "s.LOGIN_LOCKOUT_SECONDS, s.LOGIN_TRUSTED_PROXIES)",
+        env={
+            **PRODUCTION_ENV,
+            "PORTAL_LOGIN_MAX_FAILURES": "3",
+            "PORTAL_LOGIN_MAX_FAILURES_PER_IP": "0",
+            "PORTAL_LOGIN_LOCKOUT_SECONDS": "60",
+            "PORTAL_LOGIN_TRUSTED_PROXIES": "2",
+        },
+    )
+    assert shown.stdout.strip().splitlines()[-1].split() == ["3", "0", "60", "2"], shown.stderr
+    bad = run_manage("check", env={**PRODUCTION_ENV, "PORTAL_LOGIN_LOCKOUT_SECONDS": "0"})
+    assert bad.returncode != 0
+    assert "PORTAL_LOGIN_LOCKOUT_SECONDS must be at least 1, not 0" in bad.stderr
+    bad = run_manage("check", env={**PRODUCTION_ENV, "PORTAL_LOGIN_MAX_FAILURES": "five"})
+    assert "PORTAL_LOGIN_MAX_FAILURES must be a whole number, not 'five'" in bad.stderr

@@ -155,6 +155,12 @@ secretKeyRef:
     {{- include "gpu-portal.secretRef" (dict "source" .Values.secretKey "fullname" (include "gpu-portal.fullname" .) "key" "SECRET_KEY") | nindent 4 }}
 - name: PORTAL_API_RATE
   value: {{ .Values.config.apiRate | quote }}
+- name: PORTAL_LOGIN_MAX_FAILURES
+  value: {{ .Values.config.loginMaxFailures | quote }}
+- name: PORTAL_LOGIN_MAX_FAILURES_PER_IP
+  value: {{ .Values.config.loginMaxFailuresPerIp | quote }}
+- name: PORTAL_LOGIN_LOCKOUT_SECONDS
+  value: {{ .Values.config.loginLockoutSeconds | quote }}
 - name: PORTAL_LOGIN_TRUSTED_PROXIES
   value: {{ .Values.config.trustedProxies | quote }}
 {{- if .Values.sso.issuer }}
