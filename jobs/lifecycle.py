@@ -28,12 +28,14 @@ from django.db import IntegrityError, transaction
 from django.http import Http404
 from django.utils import timezone
 
+from jobs.kube.manifests import MPI_LAUNCHER_RESOURCES
 from jobs.kube.status import Observed
 from jobs.models import ACTIVE_STATES, LIVE_STATES, Kind, State, Workload, WorkloadEvent
-from jobs.specs import SpecError, TeamQuota, TeamRef, WorkloadSpec, validate_request
+from jobs.specs import SpecError, TeamQuota, TeamRef, WorkloadSpec, parse_quantity, validate_request
 from portal.access import can_use_team
 from portal.models import Offering, Team
-from quotas import admission
+from quotas import admission, compute
+from quotas.compute import Compute
 
 log = logging.getLogger(__name__)
 
@@ -149,6 +151,29 @@ def _move(workload: Workload, expected: Iterable[str], new: str, message: str, *
 
 def _release(workload: Workload) -> None:
     admission.release(workload.team, workload.quota_class, workload.quota_charge)
+    compute.release(workload.team, Compute(workload.cpu_charge, workload.memory_charge))
+
+
+def resources_of(workload: Workload | WorkloadSpec) -> Compute:
+    """The CPU and memory of all of a workload's pods, as the builders make them (for its quota).
+
+    Each replica is a pod (an endpoint counts its maximum, as for GPUs; a torch job's
+    master is its first replica); an MPI job adds its launcher pod.
+    """
+    pods = workload.max_replicas if workload.kind == Kind.ENDPOINT else workload.replicas
+    # Rows made outside validation (Django admin, old rows) may have none: they hold none.
+    cpu = parse_quantity(workload.cpu) * pods if workload.cpu else 0
+    memory = parse_quantity(workload.memory) * pods if workload.memory else 0
+    if workload.kind == Kind.TRAINING and workload.framework == "mpi":
+        cpu += parse_quantity(MPI_LAUNCHER_RESOURCES["cpu"])
+        memory += parse_quantity(MPI_LAUNCHER_RESOURCES["memory"])
+    return Compute.of(cpu, memory)
+
+
+def _held(decision) -> dict:
+    """The workload fields saying what it holds of CPU and memory after ``decision``."""
+    held = decision.compute or Compute()
+    return {"cpu_charge": held.cpu, "memory_charge": held.memory}
 
 
 def _enqueue(task_name: str, workload_id: int) -> None:
@@ -175,7 +200,9 @@ def request_workload(user, team: Team, data: Mapping, *, wants_exception: bool =
     offering = Offering.objects.get(slug=spec.offering.slug)
     try:
         with transaction.atomic():
-            decision = admission.admit(team, offering, _units(spec), wants_exception=wants_exception)
+            decision = admission.admit(
+                team, offering, _units(spec), wants_exception=wants_exception, resources=resources_of(spec)
+            )
             workload = Workload.objects.create(
                 team=team,
                 created_by=user,
@@ -184,6 +211,7 @@ def request_workload(user, team: Team, data: Mapping, *, wants_exception: bool =
                 admission=decision.admission,
                 quota_class=decision.charge.gpu_class if decision.charge else "",
                 quota_charge=decision.charge.amount if decision.charge and not decision.pending_approval else 0,
+                **_held(decision),
                 priority_class=decision.priority_class,
                 wants_exception=wants_exception and decision.pending_approval,
                 exception_reason=reason if decision.pending_approval else "",
@@ -327,7 +355,9 @@ def start(user, workload: Workload) -> bool:
     if workload.kind != Kind.NOTEBOOK:
         raise SpecError({"state": ["only notebooks can be started again; submit a new request instead"]})
     with transaction.atomic():
-        decision = admission.admit(workload.team, workload.offering, workload.gpu_units)
+        decision = admission.admit(
+            workload.team, workload.offering, workload.gpu_units, resources=resources_of(workload)
+        )
         if decision.pending_approval:  # nothing was charged; a restart does not wait for approval
             raise admission.QuotaRefused(decision.message)
         moved = _move(
@@ -339,6 +369,7 @@ def start(user, workload: Workload) -> bool:
             admission=decision.admission,
             quota_class=decision.charge.gpu_class if decision.charge else "",
             quota_charge=decision.charge.amount if decision.charge else 0,
+            **_held(decision),
             priority_class=decision.priority_class,
             finished_at=None,
             started_at=None,
@@ -472,6 +503,7 @@ def exception_decided(exception, approved: bool, actor) -> bool:
     if workload is None:
         return False
     if approved:
+        held = resources_of(workload)
         moved = _move(
             workload,
             [State.PENDING_APPROVAL],
@@ -481,8 +513,12 @@ def exception_decided(exception, approved: bool, actor) -> bool:
             admission="exception",
             quota_class=exception.gpu_class,
             quota_charge=exception.amount,
+            cpu_charge=held.cpu,
+            memory_charge=held.memory,
         )
         if moved:
+            # Its CPU and memory were checked when it was requested; approved, it may exceed them.
+            compute.charge(workload.team, held, allow_overage=True)
             _enqueue("submit_workload", workload.pk)
         return moved
     message = f"Exception denied by {actor.username}." + (f" {exception.comment}" if exception.comment else "")
@@ -511,7 +547,12 @@ def recount_quota_usage() -> None:
             .annotate(total=Sum("quota_charge"))
             .values_list("team_id", "quota_class", "total")
         )
-        return {(team_id, gpu_class): total for team_id, gpu_class, total in rows}
+        totals = {(team_id, gpu_class): total for team_id, gpu_class, total in rows}
+        held = Workload.objects.active().values("team_id").annotate(cpu=Sum("cpu_charge"), memory=Sum("memory_charge"))
+        for row in held:
+            totals[(row["team_id"], compute.CPU)] = row["cpu"]
+            totals[(row["team_id"], compute.MEMORY)] = row["memory"]
+        return totals
 
     recount(held)  # a callable: read while the quota rows are locked
 

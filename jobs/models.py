@@ -87,6 +87,9 @@ class Workload(models.Model):
     admission = models.CharField(max_length=20, choices=Admission.choices, blank=True)
     quota_class = models.CharField(max_length=60, blank=True)
     quota_charge = models.DecimalField(max_digits=12, decimal_places=6, default=0)
+    # What it holds of the team's CPU (cores) and memory (GiB) quotas, all pods (quotas.compute).
+    cpu_charge = models.DecimalField(max_digits=12, decimal_places=6, default=0)
+    memory_charge = models.DecimalField(max_digits=12, decimal_places=6, default=0)
     priority_class = models.CharField(max_length=63, blank=True)
     wants_exception = models.BooleanField(default=False)
     exception_reason = models.TextField(blank=True)

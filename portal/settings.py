@@ -144,6 +144,7 @@ MIDDLEWARE = [
     "portal.middleware.ContentSecurityPolicyMiddleware",
     # Innermost, so its 400 still gets every header the middleware above adds.
     "portal.middleware.RefuseNulCharacters",
+    "portal.middleware.RefuseDeepJson",
 ]
 
 ROOT_URLCONF = "portal.urls"
@@ -242,6 +243,12 @@ REST_FRAMEWORK = {
     "PAGE_SIZE": 50,
     "DEFAULT_SCHEMA_CLASS": "portal.schema.PortalAutoSchema",
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    # DRF's three, with JSON nesting limited (portal/jsonbody.py says why).
+    "DEFAULT_PARSER_CLASSES": [
+        "portal.parsers.DepthLimitedJSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
     "EXCEPTION_HANDLER": "portal.api.exception_handler",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
 }
@@ -454,3 +461,14 @@ if API_RATE != "off" and not re.fullmatch(r"[1-9][0-9]*/(s|sec|second|m|min|minu
 if API_RATE != "off":
     REST_FRAMEWORK["DEFAULT_THROTTLE_CLASSES"] = ["portal.throttling.ApiRateThrottle"]
     REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"] = {"api": API_RATE}
+
+# --- Failed logins ----------------------------------------------------------------------
+# Password logins (the login page and the admin's) per username and per client address
+# within a window; over either budget, login is refused for the rest of the window (429
+# with Retry-After). 0 switches a budget off. portal/login_throttle.py says why each way.
+LOGIN_MAX_FAILURES = env_int("PORTAL_LOGIN_MAX_FAILURES", 5)
+LOGIN_MAX_FAILURES_PER_IP = env_int("PORTAL_LOGIN_MAX_FAILURES_PER_IP", 20)
+LOGIN_LOCKOUT_SECONDS = env_int("PORTAL_LOGIN_LOCKOUT_SECONDS", 900, minimum=1)
+# Reverse proxies in front of the portal that append to X-Forwarded-For (an ingress: 1).
+# 0 uses the connection's address and ignores the header, which any client can forge.
+LOGIN_TRUSTED_PROXIES = env_int("PORTAL_LOGIN_TRUSTED_PROXIES", 0)

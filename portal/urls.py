@@ -14,7 +14,7 @@ router.register("offerings", api_views.OfferingViewSet, basename="offering")
 
 urlpatterns = [
     path("", views.home, name="home"),
-    path("login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
+    path("login/", views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("oidc/", include("portal.oidc")),
     path("profile/", views.profile, name="profile"),

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from django.contrib import messages
+from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
 from django.http import JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -9,7 +10,22 @@ from django.views import defaults
 from django.views.decorators.http import require_POST
 
 from portal.access import team_for
+from portal.forms import LoginForm
 from portal.models import ApiToken, Offering
+
+
+class LoginView(auth_views.LoginView):
+    """Django's login page; a login refused for too many failures answers 429 with Retry-After."""
+
+    authentication_form = LoginForm
+    redirect_authenticated_user = True
+
+    def form_invalid(self, form):
+        response = super().form_invalid(form)
+        if form.refusal is not None:
+            response.status_code = 429
+            response["Retry-After"] = str(form.refusal.retry_after)
+        return response
 
 
 @login_required

@@ -15,8 +15,12 @@ AMOUNT = {"max_digits": 12, "decimal_places": 6, "coerce_to_string": True}
 
 
 class QuotaRowSerializer(serializers.Serializer):
-    gpu_class = serializers.CharField(help_text="A GPU model (H100-80GB) or a MIG profile (A100-80GB/1g.10gb).")
-    used = serializers.DecimalField(**AMOUNT, help_text="Held by admitted work now, in GPUs (slices for a profile).")
+    gpu_class = serializers.CharField(
+        help_text="A GPU model (H100-80GB), a MIG profile (A100-80GB/1g.10gb), or cpu or memory."
+    )
+    used = serializers.DecimalField(
+        **AMOUNT, help_text="Held by admitted work now, in GPUs (slices for a profile), cores (cpu) or GiB (memory)."
+    )
     guaranteed = serializers.DecimalField(**AMOUNT, help_text="Work within this runs at guaranteed priority.")
     limit = serializers.DecimalField(**AMOUNT, help_text="Work above the guarantee and within this is preemptible.")
     pending = serializers.DecimalField(**AMOUNT, help_text="Asked for by workloads waiting for an exception.")

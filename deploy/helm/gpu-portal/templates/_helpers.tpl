@@ -209,6 +209,14 @@ secretKeyRef:
   value: {{ .Values.config.usageRetention.minuteDays | quote }}
 - name: PORTAL_USAGE_HOUR_RETENTION_DAYS
   value: {{ .Values.config.usageRetention.hourDays | quote }}
+- name: PORTAL_LOGIN_MAX_FAILURES
+  value: {{ .Values.config.loginMaxFailures | quote }}
+- name: PORTAL_LOGIN_MAX_FAILURES_PER_IP
+  value: {{ .Values.config.loginMaxFailuresPerIp | quote }}
+- name: PORTAL_LOGIN_LOCKOUT_SECONDS
+  value: {{ .Values.config.loginLockoutSeconds | quote }}
+- name: PORTAL_LOGIN_TRUSTED_PROXIES
+  value: {{ .Values.config.trustedProxies | quote }}
 {{- if .Values.sso.issuer }}
 - name: OIDC_ISSUER
   value: {{ .Values.sso.issuer | quote }}
