@@ -28,6 +28,7 @@ from django.db import IntegrityError, transaction
 from django.http import Http404
 from django.utils import timezone
 
+from jobs import fit
 from jobs.kube.status import Observed
 from jobs.models import ACTIVE_STATES, LIVE_STATES, Kind, State, Workload, WorkloadEvent
 from jobs.specs import SpecError, TeamQuota, TeamRef, WorkloadSpec, validate_request
@@ -49,8 +50,14 @@ def active_offerings() -> dict[str, Offering]:
     return {o.slug: o for o in Offering.objects.filter(is_active=True)}
 
 
-def validate(data: Mapping, team: Team, workload_id: int = 0) -> WorkloadSpec:
-    """The one validation of a request, shared by the form, the API and the preview."""
+def validate(data: Mapping, team: Team, workload_id: int = 0, *, check_fit: bool = True) -> WorkloadSpec:
+    """The one validation of a request, shared by the form, the API and the preview.
+
+    A valid request is then checked against the cluster's size (``jobs.fit``): one the
+    cluster could never hold is refused here, before it is admitted and holds quota.
+    ``check_fit=False`` is for changes to work that already runs (a rollout), which a
+    shrunken cluster must not block.
+    """
     spec = validate_request(
         data,
         team=team_ref(team),
@@ -58,6 +65,8 @@ def validate(data: Mapping, team: Team, workload_id: int = 0) -> WorkloadSpec:
         allowed_registries=settings.ALLOWED_IMAGE_REGISTRIES,
         workload_id=workload_id,
     )
+    if check_fit and (errors := fit.problems_of(spec, spec.offering)):
+        raise SpecError(errors)
     # The preview shows what this cluster's backend would get.
     return replace(spec, queueing=queueing())
 
@@ -199,6 +208,17 @@ def request_workload(user, team: Team, data: Mapping, *, wants_exception: bool =
             raise SpecError({"name": [f"team {team.slug} already has a live workload named '{spec.name}'"]}) from None
         raise
     return workload
+
+
+def never_fit(workload_ids: Iterable[int]) -> dict[int, str]:
+    """Why each of these workloads could never run on the cluster as it is now (``jobs.fit``).
+
+    For the approvals console: work that was accepted before the check existed, or before
+    the cluster shrank, still waits for a decision there.
+    """
+    rows = Workload.objects.filter(pk__in=list(workload_ids)).select_related("offering")
+    found = {w.pk: fit.problems_of(w, w.offering) for w in rows}
+    return {pk: fit.summary(errors) for pk, errors in found.items() if errors}
 
 
 def _units(spec: WorkloadSpec) -> int:
@@ -540,7 +560,7 @@ def rollout(user, workload: Workload, storage_uri: str, canary_traffic_percent: 
         raise SpecError({"state": ["only a submitted or running endpoint can roll out a new model version"]})
     data = {**request_data(workload), "storage_uri": storage_uri, "canary_traffic_percent": canary_traffic_percent}
     data = {k: v for k, v in data.items() if v is not None}
-    spec = validate(data, workload.team, workload.pk)
+    spec = validate(data, workload.team, workload.pk, check_fit=False)
     share = (
         f"{spec.canary_traffic_percent}% of the traffic (canary)"
         if spec.canary_traffic_percent is not None

@@ -10,7 +10,7 @@ email goes after commit) and, for exceptions, let jobs move the waiting workload
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from decimal import Decimal
 
@@ -27,6 +27,25 @@ from quotas.gpu_classes import Charge
 from quotas.models import AuditEntry, Decision, Quota, QuotaException, QuotaRequest, RequestState
 from quotas.requests import expiry_of, set_quota
 from quotas.signals import exception_decided, quota_changed
+
+# workload ids -> {id: why the cluster can never hold it}. jobs registers it (quotas cannot
+# import jobs); the console warns on exceptions whose workload could never run, so an
+# admin does not approve quota for work that would wait forever.
+NeverFitsCheck = Callable[[Iterable[int]], dict[int, str]]
+_never_fits: NeverFitsCheck | None = None
+
+
+def set_never_fits_check(check: NeverFitsCheck | None) -> None:
+    global _never_fits
+    _never_fits = check
+
+
+def never_fits(workload_ids: Iterable[int]) -> dict[int, str]:
+    """Why each of these workloads could never run on the cluster (only those that could not)."""
+    ids = list(workload_ids)
+    if _never_fits is None or not ids:
+        return {}
+    return _never_fits(ids)
 
 
 class DecisionError(Exception):

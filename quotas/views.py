@@ -178,10 +178,17 @@ def _pending_context(result: approvals.BatchResult | None = None, form: Decision
     ):
         if len(history[entry.team_id]) < HISTORY_PER_TEAM:
             history[entry.team_id].append(entry)
+    never_fits = approvals.never_fits(e.workload_id for e in exceptions)
     return {
         "requests": [{"item": r, "rows": rows[r.team_id], "history": history[r.team_id]} for r in requests],
         "exceptions": [
-            {"item": e, "rows": rows[e.team_id], "history": history[e.team_id], "link": _workload_link(e.workload_id)}
+            {
+                "item": e,
+                "rows": rows[e.team_id],
+                "history": history[e.team_id],
+                "link": _workload_link(e.workload_id),
+                "never_fits": never_fits.get(e.workload_id, ""),
+            }
             for e in exceptions
         ],
         "pending_count": len(requests) + len(exceptions),
