@@ -22,9 +22,11 @@ import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from datetime import datetime
+from decimal import Decimal
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
+from django.db.models import F
 from django.http import Http404
 from django.utils import timezone
 
@@ -553,29 +555,82 @@ def rollout(user, workload: Workload, storage_uri: str, canary_traffic_percent: 
     """Deploy a new model version over a live endpoint, optionally as a canary.
 
     KServe keeps the previous revision serving the rest of the traffic while
-    ``canaryTrafficPercent`` is set; rolling out again with no percentage promotes the
-    latest revision to all traffic. Validated like a new request; applied by a task.
+    ``canaryTrafficPercent`` is set; rolling out again with no percentage (or 100)
+    promotes the latest revision to all traffic. Validated like a new request; applied
+    by a task.
+
+    While a canary lasts the endpoint runs two revisions, each scaling up to
+    ``max_replicas``: up to ``max_replicas`` more pods than it was admitted for. They are
+    admitted against the team's quota when the canary starts (``QuotaRefused`` with the
+    numbers when they do not fit; nothing changes then) and given back when it is
+    promoted. Both go through ``quota_charge``, so stopping the endpoint, the usage
+    re-count and the quota bars all count them. The extra pods run with the endpoint's
+    priority class, so they are admitted only within the limit.
     """
     if workload.kind != Kind.ENDPOINT or workload.state not in (State.SUBMITTED, State.RUNNING):
         raise SpecError({"state": ["only a submitted or running endpoint can roll out a new model version"]})
     data = {**request_data(workload), "storage_uri": storage_uri, "canary_traffic_percent": canary_traffic_percent}
     data = {k: v for k, v in data.items() if v is not None}
     spec = validate(data, workload.team, workload.pk, check_fit=False)
-    share = (
-        f"{spec.canary_traffic_percent}% of the traffic (canary)"
-        if spec.canary_traffic_percent is not None
-        else ("all traffic")
-    )
+    is_canary = spec.canary_traffic_percent is not None and spec.canary_traffic_percent < 100
+    share = f"{spec.canary_traffic_percent}% of the traffic (canary)" if is_canary else "all traffic"
     with transaction.atomic():
-        changed = Workload.objects.filter(pk=workload.pk, state__in=[State.SUBMITTED, State.RUNNING]).update(
-            storage_uri=spec.storage_uri, canary_traffic_percent=spec.canary_traffic_percent
+        current = (
+            Workload.objects.select_for_update()
+            .select_related("team", "offering")
+            .filter(pk=workload.pk, state__in=[State.SUBMITTED, State.RUNNING])
+            .first()
         )
-        if not changed:
+        if current is None:
             raise SpecError({"state": ["the endpoint stopped meanwhile"]})
+        # A canary of the version already serving makes no new revision, hence no new pods;
+        # a new version during a canary replaces the canary revision (still two revisions).
+        in_canary = current.canary_replicas > 0
+        canary_replicas = (
+            current.max_replicas if is_canary and (spec.storage_uri != current.storage_uri or in_canary) else 0
+        )
+        note, delta = _charge_canary(current, canary_replicas - current.canary_replicas)
+        Workload.objects.filter(pk=current.pk).update(
+            storage_uri=spec.storage_uri,
+            canary_traffic_percent=spec.canary_traffic_percent,
+            canary_replicas=canary_replicas,
+            quota_charge=F("quota_charge") + delta,
+            updated_at=timezone.now(),
+        )
         workload.refresh_from_db()
-        record(workload, f"{user.username} rolled out {spec.storage_uri} to {share}.", actor=user)
+        record(workload, f"{user.username} rolled out {spec.storage_uri} to {share}.{note}", actor=user)
         _enqueue("apply_workload", workload.pk)
     return workload
+
+
+def _charge_canary(workload: Workload, more_replicas: int) -> tuple[str, Decimal]:
+    """Admit (or give back) ``more_replicas`` canary replicas; (timeline note, change of quota_charge)."""
+    units = abs(more_replicas) * workload.gpus_per_replica
+    if not units:
+        return "", Decimal(0)
+    if more_replicas > 0:
+        charge = admission.admit_extra(
+            workload.team,
+            workload.offering,
+            workload.quota_class,
+            units,
+            f"a canary beside {workload.name} (up to {more_replicas} more replicas)",
+        )
+        if charge is None:
+            return "", Decimal(0)
+        return (
+            f" Its canary may run {more_replicas} more replicas: {admission.fmt(charge.amount)} {charge.gpu_class} "
+            "more are held until it is promoted.",
+            charge.amount,
+        )
+    charge = admission.extra_charge(workload.offering, workload.quota_class, units)
+    if charge is None:
+        return "", Decimal(0)
+    admission.release(workload.team, charge.gpu_class, charge.amount)
+    return (
+        f" The previous version's replicas go: {admission.fmt(charge.amount)} {charge.gpu_class} released.",
+        -charge.amount,
+    )
 
 
 def apply_current(workload_id: int, cluster) -> bool:

@@ -80,6 +80,9 @@ class Workload(models.Model):
     model_format = models.CharField(max_length=40, blank=True)
     storage_uri = models.CharField(max_length=500, blank=True)
     canary_traffic_percent = models.PositiveSmallIntegerField(null=True, blank=True)
+    # Replicas a canary revision may run beside the endpoint's own while a canary rollout
+    # lasts (KServe keeps both revisions); counted in quota_charge until it is promoted.
+    canary_replicas = models.PositiveIntegerField(default=0)
 
     state = models.CharField(max_length=20, choices=State.choices, default=State.QUEUED, db_index=True)
     state_reason = models.TextField(blank=True)
@@ -131,8 +134,8 @@ class Workload(models.Model):
 
     @property
     def gpu_units(self) -> int:
-        """Units of the offering this workload holds at most (endpoints can scale to max)."""
-        replicas = self.max_replicas if self.kind == Kind.ENDPOINT else self.replicas
+        """Units of the offering this workload holds at most (endpoints can scale to max, plus a canary's)."""
+        replicas = self.max_replicas + self.canary_replicas if self.kind == Kind.ENDPOINT else self.replicas
         return self.gpus_per_replica * replicas
 
 

@@ -406,6 +406,8 @@ def workload_rollout(request, pk: int):
         lifecycle.rollout(request.user, workload, request.POST.get("storage_uri", "").strip(), percent)
     except SpecError as exc:
         messages.error(request, " ".join(f"{k}: {m}" for k, ms in exc.errors.items() for m in ms))
+    except QuotaRefused as exc:
+        messages.error(request, f"Not rolled out: {exc}")
     else:
         messages.success(request, f"{workload} is rolling out the new model version.")
     return redirect("workload-detail", pk=pk)
