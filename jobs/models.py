@@ -134,8 +134,13 @@ class Workload(models.Model):
 
     @property
     def gpu_units(self) -> int:
-        """Units of the offering this workload holds at most (endpoints can scale to max, plus a canary's)."""
-        replicas = self.max_replicas + self.canary_replicas if self.kind == Kind.ENDPOINT else self.replicas
+        """Units of the offering this workload holds at most (endpoints can scale to max).
+
+        Not a canary's replicas: spend prices a workload's whole history from this, so a
+        canary of an hour must not re-price the days before it. Quota counts them
+        (``canary_replicas`` in ``quota_charge``) while the canary lasts.
+        """
+        replicas = self.max_replicas if self.kind == Kind.ENDPOINT else self.replicas
         return self.gpus_per_replica * replicas
 
 

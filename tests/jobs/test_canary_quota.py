@@ -62,7 +62,8 @@ def test_a_canary_holds_quota_for_its_replicas_until_it_is_promoted(cast, h100):
     lifecycle.rollout(cast.alice, w, "s3://models/sentiment/v2", 10)
     w.refresh_from_db()
     assert (w.canary_replicas, w.quota_charge, used(h100)) == (2, 4, 4)
-    assert w.gpu_units == 4
+    # Spend prices the endpoint's history from gpu_units: a canary must not re-price it.
+    assert w.gpu_units == 2
     assert "canary may run 2 more replicas: 2 H100-80GB more are held" in w.events.last().message
     lifecycle.rollout(cast.alice, w, "s3://models/sentiment/v2", None)  # promote
     w.refresh_from_db()
