@@ -252,3 +252,20 @@ def test_the_console_does_not_warn_when_the_inventory_is_unknown(client, cast, c
     waiting_for_exception(cast, 3)
     client.force_login(cast.admin)
     assert "could never run" not in client.get("/approvals/").content.decode()
+
+
+def test_the_sandbox_clusters_inventory_refuses_three_nodes_of_eight(kube, api, cast, catalog, big_quota):
+    """End to end: the capacity refresh reads the demo cluster's nodes, and the API refuses what they cannot hold."""
+    refresh_capacity(kube)
+    stored = dict(Offering.objects.values_list("slug", "node_units"))
+    assert stored == {
+        "h100-80gb": [8, 8],
+        "h100-80gb-dra": [8],
+        "a100-80gb-1g.10gb": [56],
+        "l4-shared": [16, 16],
+        "cpu": None,
+    }
+    api.force_authenticate(cast.alice)
+    response = api.post("/api/v1/workloads/", {"team": "vision", **training(replicas=3, gpus=8)}, format="json")
+    assert response.status_code == 400
+    assert "at most 2 nodes x 8 GPUs of h100-80gb exist" in response.json()["replicas"][0]
