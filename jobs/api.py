@@ -146,7 +146,9 @@ class WorkloadViewSet(
             },
         ),
         responses={200: WorkloadDetailSerializer, 400: OpenApiTypes.OBJECT},
-        description="Deploy a new model version over a live endpoint, as a canary or to all traffic.",
+        description="Deploy a new model version over a live endpoint, as a canary or to all traffic. A canary "
+        "runs beside the current version (up to max_replicas more pods), so its pods are admitted against the "
+        "team's quota until it is promoted: 400 with the quota numbers when they do not fit.",
     )
     @action(detail=True, methods=["post"])
     def rollout(self, request, pk=None):
@@ -159,6 +161,8 @@ class WorkloadViewSet(
             lifecycle.rollout(request.user, workload, storage_uri, data.get("canary_traffic_percent"))
         except SpecError as exc:
             raise ValidationError(exc.errors) from None
+        except QuotaRefused as exc:
+            raise ValidationError({"quota": [str(exc)]}) from None
         return Response(WorkloadDetailSerializer(self.get_queryset().get(pk=workload.pk)).data)
 
     @extend_schema(request=None, responses={200: WorkloadDetailSerializer, 409: OpenApiTypes.OBJECT})

@@ -22,12 +22,15 @@ import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from datetime import datetime
+from decimal import Decimal
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
+from django.db.models import F
 from django.http import Http404
 from django.utils import timezone
 
+from jobs import fit
 from jobs.kube.manifests import MPI_LAUNCHER_RESOURCES
 from jobs.kube.status import Observed
 from jobs.models import ACTIVE_STATES, LIVE_STATES, Kind, State, Workload, WorkloadEvent
@@ -51,8 +54,14 @@ def active_offerings() -> dict[str, Offering]:
     return {o.slug: o for o in Offering.objects.filter(is_active=True)}
 
 
-def validate(data: Mapping, team: Team, workload_id: int = 0) -> WorkloadSpec:
-    """The one validation of a request, shared by the form, the API and the preview."""
+def validate(data: Mapping, team: Team, workload_id: int = 0, *, check_fit: bool = True) -> WorkloadSpec:
+    """The one validation of a request, shared by the form, the API and the preview.
+
+    A valid request is then checked against the cluster's size (``jobs.fit``): one the
+    cluster could never hold is refused here, before it is admitted and holds quota.
+    ``check_fit=False`` is for changes to work that already runs (a rollout), which a
+    shrunken cluster must not block.
+    """
     spec = validate_request(
         data,
         team=team_ref(team),
@@ -60,6 +69,8 @@ def validate(data: Mapping, team: Team, workload_id: int = 0) -> WorkloadSpec:
         allowed_registries=settings.ALLOWED_IMAGE_REGISTRIES,
         workload_id=workload_id,
     )
+    if check_fit and (errors := fit.problems_of(spec, spec.offering)):
+        raise SpecError(errors)
     # The preview shows what this cluster's backend would get.
     return replace(spec, queueing=queueing())
 
@@ -227,6 +238,17 @@ def request_workload(user, team: Team, data: Mapping, *, wants_exception: bool =
             raise SpecError({"name": [f"team {team.slug} already has a live workload named '{spec.name}'"]}) from None
         raise
     return workload
+
+
+def never_fit(workload_ids: Iterable[int]) -> dict[int, str]:
+    """Why each of these workloads could never run on the cluster as it is now (``jobs.fit``).
+
+    For the approvals console: work that was accepted before the check existed, or before
+    the cluster shrank, still waits for a decision there.
+    """
+    rows = Workload.objects.filter(pk__in=list(workload_ids)).select_related("offering")
+    found = {w.pk: fit.problems_of(w, w.offering) for w in rows}
+    return {pk: fit.summary(errors) for pk, errors in found.items() if errors}
 
 
 def _units(spec: WorkloadSpec) -> int:
@@ -577,29 +599,82 @@ def rollout(user, workload: Workload, storage_uri: str, canary_traffic_percent: 
     """Deploy a new model version over a live endpoint, optionally as a canary.
 
     KServe keeps the previous revision serving the rest of the traffic while
-    ``canaryTrafficPercent`` is set; rolling out again with no percentage promotes the
-    latest revision to all traffic. Validated like a new request; applied by a task.
+    ``canaryTrafficPercent`` is set; rolling out again with no percentage (or 100)
+    promotes the latest revision to all traffic. Validated like a new request; applied
+    by a task.
+
+    While a canary lasts the endpoint runs two revisions, each scaling up to
+    ``max_replicas``: up to ``max_replicas`` more pods than it was admitted for. They are
+    admitted against the team's quota when the canary starts (``QuotaRefused`` with the
+    numbers when they do not fit; nothing changes then) and given back when it is
+    promoted. Both go through ``quota_charge``, so stopping the endpoint, the usage
+    re-count and the quota bars all count them. The extra pods run with the endpoint's
+    priority class, so they are admitted only within the limit.
     """
     if workload.kind != Kind.ENDPOINT or workload.state not in (State.SUBMITTED, State.RUNNING):
         raise SpecError({"state": ["only a submitted or running endpoint can roll out a new model version"]})
     data = {**request_data(workload), "storage_uri": storage_uri, "canary_traffic_percent": canary_traffic_percent}
     data = {k: v for k, v in data.items() if v is not None}
-    spec = validate(data, workload.team, workload.pk)
-    share = (
-        f"{spec.canary_traffic_percent}% of the traffic (canary)"
-        if spec.canary_traffic_percent is not None
-        else ("all traffic")
-    )
+    spec = validate(data, workload.team, workload.pk, check_fit=False)
+    is_canary = spec.canary_traffic_percent is not None and spec.canary_traffic_percent < 100
+    share = f"{spec.canary_traffic_percent}% of the traffic (canary)" if is_canary else "all traffic"
     with transaction.atomic():
-        changed = Workload.objects.filter(pk=workload.pk, state__in=[State.SUBMITTED, State.RUNNING]).update(
-            storage_uri=spec.storage_uri, canary_traffic_percent=spec.canary_traffic_percent
+        current = (
+            Workload.objects.select_for_update()
+            .select_related("team", "offering")
+            .filter(pk=workload.pk, state__in=[State.SUBMITTED, State.RUNNING])
+            .first()
         )
-        if not changed:
+        if current is None:
             raise SpecError({"state": ["the endpoint stopped meanwhile"]})
+        # A canary of the version already serving makes no new revision, hence no new pods;
+        # a new version during a canary replaces the canary revision (still two revisions).
+        in_canary = current.canary_replicas > 0
+        canary_replicas = (
+            current.max_replicas if is_canary and (spec.storage_uri != current.storage_uri or in_canary) else 0
+        )
+        note, delta = _charge_canary(current, canary_replicas - current.canary_replicas)
+        Workload.objects.filter(pk=current.pk).update(
+            storage_uri=spec.storage_uri,
+            canary_traffic_percent=spec.canary_traffic_percent,
+            canary_replicas=canary_replicas,
+            quota_charge=F("quota_charge") + delta,
+            updated_at=timezone.now(),
+        )
         workload.refresh_from_db()
-        record(workload, f"{user.username} rolled out {spec.storage_uri} to {share}.", actor=user)
+        record(workload, f"{user.username} rolled out {spec.storage_uri} to {share}.{note}", actor=user)
         _enqueue("apply_workload", workload.pk)
     return workload
+
+
+def _charge_canary(workload: Workload, more_replicas: int) -> tuple[str, Decimal]:
+    """Admit (or give back) ``more_replicas`` canary replicas; (timeline note, change of quota_charge)."""
+    units = abs(more_replicas) * workload.gpus_per_replica
+    if not units:
+        return "", Decimal(0)
+    if more_replicas > 0:
+        charge = admission.admit_extra(
+            workload.team,
+            workload.offering,
+            workload.quota_class,
+            units,
+            f"a canary beside {workload.name} (up to {more_replicas} more replicas)",
+        )
+        if charge is None:
+            return "", Decimal(0)
+        return (
+            f" Its canary may run {more_replicas} more replicas: {admission.fmt(charge.amount)} {charge.gpu_class} "
+            "more are held until it is promoted.",
+            charge.amount,
+        )
+    charge = admission.extra_charge(workload.offering, workload.quota_class, units)
+    if charge is None:
+        return "", Decimal(0)
+    admission.release(workload.team, charge.gpu_class, charge.amount)
+    return (
+        f" The previous version's replicas go: {admission.fmt(charge.amount)} {charge.gpu_class} released.",
+        -charge.amount,
+    )
 
 
 def apply_current(workload_id: int, cluster) -> bool:

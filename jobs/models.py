@@ -80,6 +80,9 @@ class Workload(models.Model):
     model_format = models.CharField(max_length=40, blank=True)
     storage_uri = models.CharField(max_length=500, blank=True)
     canary_traffic_percent = models.PositiveSmallIntegerField(null=True, blank=True)
+    # Replicas a canary revision may run beside the endpoint's own while a canary rollout
+    # lasts (KServe keeps both revisions); counted in quota_charge until it is promoted.
+    canary_replicas = models.PositiveIntegerField(default=0)
 
     state = models.CharField(max_length=20, choices=State.choices, default=State.QUEUED, db_index=True)
     state_reason = models.TextField(blank=True)
@@ -138,7 +141,12 @@ class Workload(models.Model):
 
     @property
     def gpu_units(self) -> int:
-        """Units of the offering this workload holds at most (endpoints can scale to max)."""
+        """Units of the offering this workload holds at most (endpoints can scale to max).
+
+        Not a canary's replicas: spend prices a workload's whole history from this, so a
+        canary of an hour must not re-price the days before it. Quota counts them
+        (``canary_replicas`` in ``quota_charge``) while the canary lasts.
+        """
         replicas = self.max_replicas if self.kind == Kind.ENDPOINT else self.replicas
         return self.gpus_per_replica * replicas
 

@@ -181,6 +181,7 @@ class WorkloadDetailSerializer(WorkloadSerializer):
             "model_format",
             "storage_uri",
             "canary_traffic_percent",
+            "canary_replicas",
             "timeline",
         ]
         read_only_fields = fields

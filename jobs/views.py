@@ -29,7 +29,7 @@ from django.urls import reverse
 from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_GET, require_POST
 
-from jobs import inspect, lifecycle, presets
+from jobs import inspect, lifecycle, presets, waiting
 from jobs.filters import filter_workloads
 from jobs.forms import WorkloadRequestForm, cost_estimate, initial_from_request, offering_rows
 from jobs.kube.client import Cluster
@@ -84,6 +84,10 @@ def _kind(kind: str) -> str:
 def workload_list(request):
     qs = filter_workloads(_workloads(request.user), request.GET)
     page = Paginator(qs, PAGE_SIZE).get_page(request.GET.get("page"))
+    page.object_list = list(page.object_list)
+    positions = queue_positions(page.object_list)
+    for w in page.object_list:
+        w.waiting = waiting.explain(w, positions.get(w.pk))
     context = {
         "page": page,
         "filters": {key: request.GET.get(key, "") for key in ("team", "kind", "state")},
@@ -209,6 +213,29 @@ def queue_position(workload: Workload) -> int | None:
     return ahead + 1
 
 
+def queue_positions(workloads: list[Workload]) -> dict[int, int]:
+    """``queue_position`` of each submitted workload in the list, in one query for the list page.
+
+    Reads the submitted workloads of the listed ones' teams (ids and times only) and
+    numbers them per team in the same order as ``queue_position``.
+    """
+    teams = {w.team_id for w in workloads if w.state == State.SUBMITTED and w.submitted_at}
+    if not teams:
+        return {}
+    queued = (
+        Workload.objects.filter(team_id__in=teams, state=State.SUBMITTED, deleted_at__isnull=True)
+        .exclude(submitted_at__isnull=True)
+        .order_by("team_id", "submitted_at", "pk")
+        .values_list("pk", "team_id")
+    )
+    positions: dict[int, int] = {}
+    counts: dict[int, int] = {}
+    for pk, team_id in queued:
+        counts[team_id] = counts.get(team_id, 0) + 1
+        positions[pk] = counts[team_id]
+    return positions
+
+
 def keeps_polling(workload: Workload) -> bool:
     """Whether the page should keep asking: a stopped notebook can start again, other stops are final."""
     if workload.is_finished:
@@ -248,10 +275,12 @@ def _manifests_yaml(objects: list[dict]) -> str:
 
 
 def _live_context(workload: Workload) -> dict:
+    position = queue_position(workload)
     return {
         "workload": workload,
         "timeline": _timeline(workload),
-        "queue_position": queue_position(workload),
+        "queue_position": position,
+        "waiting": waiting.explain(workload, position),
         "live": _live_details(workload),
         "polling": keeps_polling(workload),
     }
@@ -377,6 +406,8 @@ def workload_rollout(request, pk: int):
         lifecycle.rollout(request.user, workload, request.POST.get("storage_uri", "").strip(), percent)
     except SpecError as exc:
         messages.error(request, " ".join(f"{k}: {m}" for k, ms in exc.errors.items() for m in ms))
+    except QuotaRefused as exc:
+        messages.error(request, f"Not rolled out: {exc}")
     else:
         messages.success(request, f"{workload} is rolling out the new model version.")
     return redirect("workload-detail", pk=pk)

@@ -20,6 +20,8 @@ urlpatterns = [
     path("profile/", views.profile, name="profile"),
     path("profile/tokens/<int:pk>/revoke/", views.revoke_token, name="revoke-token"),
     path("team/switch/", views.switch_team, name="switch-team"),
+    path("notices/", views.notice_list, name="notice-list"),
+    path("notices/read/", views.notice_read, name="notice-read"),
     path("healthz", health.healthz, name="healthz"),
     path("readyz", health.readyz, name="readyz"),
     path("api/v1/", include(router.urls)),

@@ -147,6 +147,42 @@ def _admit_cpu_only(team, resources: Compute) -> Decision:
     return Decision(fit.level, False, None, priority, f"Admitted as {fit.level}{numbers}.", resources)
 
 
+def extra_charge(offering, gpu_class: str, units: int) -> Charge | None:
+    """What ``units`` more of ``offering`` count against ``gpu_class``, the class its workload holds.
+
+    Pinned to the class the workload was admitted on, so that what is added and later
+    given back is the same amount of the same row (``release``), whatever quotas the
+    team has gained since.
+    """
+    if not gpu_class:
+        return None
+    return charge_for(offering, units, {gpu_class})
+
+
+def admit_extra(team, offering, gpu_class: str, units: int, what: str) -> Charge | None:
+    """Charge ``units`` more to a live workload's quota class (a canary's pods), within the limit.
+
+    Lock, count, decide, record, like ``admit``, in the caller's transaction. Only within
+    the limit: the extra pods run with the workload's priority class, so they cannot be
+    sent to burst or to approval on their own. ``QuotaRefused`` with the numbers otherwise.
+    """
+    if not transaction.get_connection().in_atomic_block:
+        raise RuntimeError("admit_extra() must run inside the transaction that records the change")
+    charge = extra_charge(offering, gpu_class, units)
+    if charge is None or not charge.amount:
+        return None
+    quota = Quota.objects.select_for_update().filter(team=team, gpu_class=charge.gpu_class).first()
+    used = quota.used if quota else Decimal(0)
+    limit = quota.limit if quota else Decimal(0)
+    if quota is None or used + charge.amount > limit:
+        raise QuotaRefused(
+            f"Over quota: {team.slug} has {fmt(used)} of {fmt(limit)} {charge.gpu_class} in use; {what} needs "
+            f"{fmt(charge.amount)} more. Promote or stop other work first, or ask for a larger quota."
+        )
+    Quota.objects.filter(pk=quota.pk).update(used=F("used") + charge.amount)
+    return charge
+
+
 def grant_exception(team, charge: Charge) -> None:
     """Charge an approved exception: it may go over the limit, so it raises the overage.
 

@@ -49,6 +49,14 @@ class QuotaRequestSerializer(serializers.ModelSerializer):
     team = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     requested_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
     decided_by = serializers.SlugRelatedField(slug_field="username", read_only=True, allow_null=True)
+    decision = serializers.CharField(
+        read_only=True,
+        help_text="Approved, Denied, Withdrawn or Pending. An ended temporary grant (state expired) was Approved.",
+    )
+    status = serializers.CharField(
+        read_only=True,
+        help_text="The decision in words with who and when, e.g. 'Approved by admin on 2026-12-03 10:15 UTC'.",
+    )
 
     class Meta:
         model = QuotaRequest
@@ -63,6 +71,8 @@ class QuotaRequestSerializer(serializers.ModelSerializer):
             "requested_by",
             "requested_at",
             "state",
+            "decision",
+            "status",
             "decided_by",
             "decided_at",
             "comment",
@@ -110,6 +120,10 @@ class QuotaExceptionSerializer(serializers.ModelSerializer):
     team = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     requested_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
     decided_by = serializers.SlugRelatedField(slug_field="username", read_only=True, allow_null=True)
+    status = serializers.CharField(
+        read_only=True,
+        help_text="The decision in words with who and when, e.g. 'Denied by admin on 2026-12-03 10:15 UTC'.",
+    )
 
     class Meta:
         model = QuotaException
@@ -123,6 +137,7 @@ class QuotaExceptionSerializer(serializers.ModelSerializer):
             "requested_by",
             "requested_at",
             "decision",
+            "status",
             "decided_by",
             "decided_at",
             "comment",

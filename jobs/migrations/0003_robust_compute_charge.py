@@ -28,7 +28,7 @@ def hold_what_runs(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("jobs", "0001_initial"),
+        ("jobs", "0002_train_workload_failure"),
     ]
 
     operations = [

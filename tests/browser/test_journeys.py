@@ -139,7 +139,8 @@ def test_bob_asks_for_more_h100s_and_sees_them_once_admin_approves(browser, cast
     expect(_quota_cell(card, "H100-80GB", "Limit")).to_have_text("4")
     expect(_quota_cell(card, "H100-80GB", "Guaranteed")).to_have_text("1")
     expect(_request_row(card, quota_request.pk)).to_contain_text("Approved")
-    expect(_request_row(card, quota_request.pk)).to_contain_text("admin: Approved for the release.")
+    expect(_request_row(card, quota_request.pk)).to_contain_text("Approved by admin")
+    expect(_request_row(card, quota_request.pk)).to_contain_text("Approved for the release.")
     browser.step(bob, "quotas-after")
     assert Quota.objects.get(team=cast.nlp, gpu_class="H100-80GB").limit == 4
     # The approval reached the cluster too: the worker applied nlp's hard GPU quota.

@@ -48,7 +48,7 @@ def test_the_page_shows_the_request_its_admission_and_its_timeline(client, clust
     page = text(response)
     assert response.status_code == 200
     assert "explore notebook" in page
-    assert "Queued Waiting to be submitted to the cluster." in page
+    assert "Queued Why it waits: Waiting to be submitted to the cluster." in page
     assert "Queued Requested by alice. Admitted as guaranteed: vision has 0 of 2 A100-80GB in use" in page
     assert "Guaranteed · 0.14 of A100-80GB" in page
     assert "gpu-portal-guaranteed" in page
