@@ -8,12 +8,16 @@ workload of another team is a 404 here as there.
 
 Fragment targets: ``#workload-table`` (list, replaced whole: its poll URL carries the
 filters), ``#workload-live`` (detail, inner content polled every 3 s; HTTP 286 ends the
-poll once the workload is over), ``#workload-logs``, ``#offering-picker`` and
-``#preview-panel`` on the request form.
+poll once the workload is over), ``#workload-logs`` and ``#workload-manifests`` (detail,
+each replaced whole and polled while the workload is live; the poll sends a digest of
+what it shows and gets 204, no swap, while nothing changed, so an opened manifest or a
+scrolled log is not reset every few seconds), ``#offering-picker`` and ``#preview-panel``
+on the request form.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 
@@ -23,7 +27,7 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ImproperlyConfigured
 from django.core.paginator import Paginator
 from django.db.models import Q
-from django.http import Http404, HttpResponseBadRequest
+from django.http import Http404, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils.cache import patch_vary_headers
@@ -257,18 +261,42 @@ def _live_context(workload: Workload) -> dict:
     }
 
 
+def _digest(*parts: object) -> str:
+    """A short fingerprint of what a polled panel shows, so an unchanged panel is not swapped."""
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def _unchanged(request, digest: str, polling: bool) -> HttpResponse | None:
+    """204 (htmx swaps nothing and keeps polling) when the poll already shows ``digest``."""
+    if polling and _fragment(request) and request.GET.get("seen") == digest:
+        response = HttpResponse(status=204)
+        patch_vary_headers(response, ("HX-Request",))
+        return response
+    return None
+
+
+def _manifests_context(workload: Workload) -> dict:
+    manifests_yaml = _manifests_yaml(workload.applied_manifests) if workload.applied_manifests else ""
+    return {
+        "workload": workload,
+        "manifests_yaml": manifests_yaml,
+        "manifests_digest": _digest(manifests_yaml),
+        "polling": keeps_polling(workload),
+    }
+
+
 @login_required
 @require_GET
 def workload_detail(request, pk: int):
     workload = _workload(request.user, pk)
     context = {
         **_live_context(workload),
+        **_manifests_context(workload),
         "request_fields": {
             key: json.dumps(value) if isinstance(value, list | dict) else value
             for key, value in lifecycle.request_data(workload).items()
             if value not in ([], {})
         },
-        "manifests_yaml": _manifests_yaml(workload.applied_manifests) if workload.applied_manifests else "",
         "can_stop": workload.state in (State.PENDING_APPROVAL, *ACTIVE_STATES),
         "can_start": workload.kind == Kind.NOTEBOOK and workload.state == State.STOPPED,
         "can_manage": can_manage_team(request.user, workload.team),
@@ -292,13 +320,37 @@ def workload_live(request, pk: int):
 
 @login_required
 @require_GET
+def workload_manifests(request, pk: int):
+    """The "Manifests applied" panel, polled while the workload is live (it fills in at submission)."""
+    workload = _workload(request.user, pk)
+    if not _fragment(request):
+        return redirect("workload-detail", pk=pk)
+    context = _manifests_context(workload)
+    if (unchanged := _unchanged(request, context["manifests_digest"], context["polling"])) is not None:
+        return unchanged
+    # The swapped-in panel has no poll once the workload is over; 286 says so to htmx as well.
+    response = render(request, "jobs/_workload_manifests.html", context, status=200 if context["polling"] else 286)
+    patch_vary_headers(response, ("HX-Request",))
+    return response
+
+
+@login_required
+@require_GET
 def workload_logs(request, pk: int):
     workload = _workload(request.user, pk)
     try:
         tail = min(max(int(request.GET.get("tail", LOG_TAIL_DEFAULT)), 1), LOG_TAIL_MAX)
     except ValueError:
         tail = LOG_TAIL_DEFAULT
-    context = {"workload": workload, "tail": tail, "pod": "", "pods": [], "log": "", "error": ""}
+    context = {
+        "workload": workload,
+        "tail": tail,
+        "pod": "",
+        "pods": [],
+        "log": "",
+        "error": "",
+        "polling": keeps_polling(workload),
+    }
     try:
         with Cluster.from_settings() as cluster:
             pod, text, pods = inspect.logs(workload, cluster, pod=request.GET.get("pod") or None, tail_lines=tail)
@@ -308,6 +360,9 @@ def workload_logs(request, pk: int):
     except ImproperlyConfigured:
         log.exception("no cluster to read logs from")
         context["error"] = NO_CLUSTER
+    context["logs_digest"] = _digest(context["pod"], context["pods"], context["log"], context["error"], tail)
+    if (unchanged := _unchanged(request, context["logs_digest"], context["polling"])) is not None:
+        return unchanged
     return _render(request, "jobs/workload_logs.html", "jobs/_workload_logs.html", context)
 
 

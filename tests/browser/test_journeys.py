@@ -62,6 +62,10 @@ def test_alice_requests_a_notebook_on_a_mig_slice_watches_it_run_and_stops_it(
     )
     timeline = live.locator("ol.timeline .badge")
     expect(timeline).to_have_text(["Queued", "Submitted", "Running"])
+    # The Logs and Manifests panels poll too: they leave "No pods yet"/"Nothing applied" by themselves.
+    expect(page.locator("#workload-manifests summary")).to_have_text(re.compile(r"^\d+ objects?$"))
+    expect(page.locator("#workload-logs pre.log")).to_be_visible(timeout=15_000)
+    expect(page.locator("#workload-logs")).to_contain_text("Last 200 lines of explore-mig-0")
     browser.step(page, "running")
 
     # The usage fragment polls itself every 10 s while the workload is live; the beat samples
