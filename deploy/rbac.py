@@ -82,6 +82,7 @@ CLIENT_METHODS: dict[str, Use] = {
     "events_for": Use(("list",), EVENTS),
     "pod_logs": Use(("get",), PODS, "log"),
     "check": Use((), NOTHING),
+    "ping": Use((), NOTHING),
     # No request of their own.
     "from_settings": Use((), NOTHING),
     "url": Use((), NOTHING),

@@ -24,7 +24,6 @@ import logging
 import yaml
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import ImproperlyConfigured
 from django.core.paginator import Paginator
 from django.db.models import Q
 from django.http import Http404, HttpResponse, HttpResponseBadRequest
@@ -33,10 +32,9 @@ from django.urls import reverse
 from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_GET, require_POST
 
-from jobs import inspect, lifecycle, presets
+from jobs import cluster_status, inspect, lifecycle, presets
 from jobs.filters import filter_workloads
 from jobs.forms import WorkloadRequestForm, cost_estimate, initial_from_request, offering_rows
-from jobs.kube.client import Cluster
 from jobs.kube.errors import ClusterError
 from jobs.models import ACTIVE_STATES, Kind, State, Workload, WorkloadEvent
 from jobs.specs import SpecError
@@ -49,8 +47,6 @@ PAGE_SIZE = 50
 LOG_TAIL_DEFAULT = 200
 LOG_TAIL_MAX = 5000
 READING_ORDER = {k: i for i, k in enumerate(("apiVersion", "kind", "metadata", "name", "namespace", "spec"))}
-# The operator's problem, not the user's: the details (a file path) go to the log only.
-NO_CLUSTER = "The portal has no cluster to ask right now; the details are in the server log."
 KIND_TITLES = {Kind.NOTEBOOK: "notebook", Kind.TRAINING: "training run", Kind.ENDPOINT: "inference endpoint"}
 
 
@@ -220,15 +216,6 @@ def keeps_polling(workload: Workload) -> bool:
     return not (workload.state == State.STOPPED and workload.kind != Kind.NOTEBOOK)
 
 
-def _live_details(workload: Workload) -> inspect.Live:
-    try:
-        with Cluster.from_settings() as cluster:
-            return inspect.live_details(workload, cluster)
-    except ImproperlyConfigured:
-        log.exception("no cluster to read live details from")
-        return inspect.Live(error=NO_CLUSTER)
-
-
 def _timeline(workload: Workload) -> list[WorkloadEvent]:
     events = list(WorkloadEvent.objects.filter(workload=workload).select_related("actor").order_by("at", "id"))
     labels = dict(State.choices)
@@ -256,7 +243,7 @@ def _live_context(workload: Workload) -> dict:
         "workload": workload,
         "timeline": _timeline(workload),
         "queue_position": queue_position(workload),
-        "live": _live_details(workload),
+        "live": inspect.live_details(workload),
         "polling": keeps_polling(workload),
     }
 
@@ -351,15 +338,15 @@ def workload_logs(request, pk: int):
         "error": "",
         "polling": keeps_polling(workload),
     }
-    try:
-        with Cluster.from_settings() as cluster:
+    cluster, context["error"] = cluster_status.page_cluster(inspect.LOGS)
+    if cluster is not None:
+        try:
             pod, text, pods = inspect.logs(workload, cluster, pod=request.GET.get("pod") or None, tail_lines=tail)
-        context.update(pod=pod, pods=pods, log=text)
-    except ClusterError as exc:
-        context["error"] = f"The cluster did not answer: {exc}"
-    except ImproperlyConfigured:
-        log.exception("no cluster to read logs from")
-        context["error"] = NO_CLUSTER
+        except ClusterError as exc:
+            context["error"] = cluster_status.unavailable(exc, inspect.LOGS)
+        else:
+            cluster_status.answered()
+            context.update(pod=pod, pods=pods, log=text)
     context["logs_digest"] = _digest(context["pod"], context["pods"], context["log"], context["error"], tail)
     if (unchanged := _unchanged(request, context["logs_digest"], context["polling"])) is not None:
         return unchanged

@@ -246,6 +246,10 @@ if PRODUCTION and not KUBE_CONFIG:
     raise ImproperlyConfigured("PORTAL_KUBECONFIG must be a kubeconfig path or 'in-cluster'")
 KUBE_CONTEXT = os.environ.get("PORTAL_KUBE_CONTEXT", "")
 KUBE_REQUEST_TIMEOUT = env_int("PORTAL_KUBE_TIMEOUT_SECONDS", 10, minimum=1)
+# Pages read the cluster with short timeouts (connect, read in seconds): a slow cluster
+# shows "not answering" quickly instead of holding every panel for KUBE_REQUEST_TIMEOUT.
+KUBE_CONNECT_TIMEOUT = env_int("PORTAL_KUBE_CONNECT_TIMEOUT", 2, minimum=1)
+KUBE_READ_TIMEOUT = env_int("PORTAL_KUBE_READ_TIMEOUT", 3, minimum=1)
 CLUSTER_PROFILE = Path(os.environ.get("PORTAL_CLUSTER_PROFILE", BASE_DIR / "deploy" / "cluster-profiles" / "demo.yaml"))
 # Images users may run; an entry is a registry host or a host/path prefix.
 ALLOWED_IMAGE_REGISTRIES = env_list(
@@ -342,6 +346,7 @@ if OIDC_ENABLED:
     AUTHENTICATION_BACKENDS.append("portal.oidc.SSOBackend")
 # The login page shows the SSO button only when it is configured.
 TEMPLATES[0]["OPTIONS"]["context_processors"].append("portal.oidc.sso")
+TEMPLATES[0]["OPTIONS"]["context_processors"].append("jobs.cluster_status.banner")
 
 # --- Rate limits ----------------------------------------------------------------------
 # The cache holds the API rate counters, shared by every web process through Redis.
