@@ -5,7 +5,7 @@ class JobsConfig(AppConfig):
     name = "jobs"
 
     def ready(self) -> None:
-        from jobs import cluster_status, signals  # noqa: F401  (signals connects the receivers)
+        from jobs import checks, cluster_status, signals  # noqa: F401  (checks and signals register themselves)
         from jobs.kube.manifests import team_objects
         from jobs.specs import TeamRef
         from portal.health import register_check

@@ -257,6 +257,18 @@ ALLOWED_IMAGE_REGISTRIES = env_list(
     "nvcr.io,docker.io/pytorch,docker.io/library,docker.io/kserve,"
     "docker.io/kubeflownotebookswg,ghcr.io/kubeflow,quay.io/jupyter",
 )
+# The notebook images offered in the request form's image picker; the first is the form's
+# default. Kubeflow's notebook-server images serve Jupyter under NB_PREFIX as the Notebook
+# controller's URL needs; other Jupyter images get base_url arguments from the builder.
+# Each must be from an allowed registry (checked at start-up: jobs.checks).
+NOTEBOOK_IMAGES = env_list(
+    "PORTAL_NOTEBOOK_IMAGES",
+    "ghcr.io/kubeflow/kubeflow/notebook-servers/jupyter-pytorch-cuda-full:v1.10.0,"
+    "ghcr.io/kubeflow/kubeflow/notebook-servers/jupyter-pytorch-full:v1.10.0,"
+    "ghcr.io/kubeflow/kubeflow/notebook-servers/jupyter-tensorflow-cuda-full:v1.10.0,"
+    "ghcr.io/kubeflow/kubeflow/notebook-servers/jupyter-scipy:v1.10.0,"
+    "quay.io/jupyter/pytorch-notebook:2024-12-02",
+)
 # The reconcile: how often it runs, when a queued workload's task counts as lost, and
 # how long a finished workload's objects stay (so its logs and events can be read).
 RECONCILE_INTERVAL_SECONDS = env_int("PORTAL_RECONCILE_INTERVAL_SECONDS", 10, minimum=1)
