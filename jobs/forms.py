@@ -39,6 +39,7 @@ from jobs.specs import (
     SpecError,
 )
 from portal.models import Offering, Team
+from portal.units import unit_noun
 from quotas.admission import QuotaRefused
 from quotas.usage import units_left
 
@@ -425,6 +426,7 @@ class CostEstimate:
     units: int
     price_per_unit: Decimal
     hours: Decimal | None
+    noun: str = "units"  # the offering's unit for this count: "slice", "GPUs" (portal.units)
 
     @property
     def per_hour(self) -> Decimal:
@@ -460,4 +462,5 @@ def cost_estimate(kind: str, offering: Offering | None, data: Mapping) -> CostEs
         replicas = 1
     seconds = number("max_runtime_seconds", 0) if kind == Kind.TRAINING else 0
     hours = (Decimal(seconds) / 3600).quantize(Decimal("0.01")) if seconds else None
-    return CostEstimate(per_replica * replicas, offering.price_per_hour, hours)
+    count = per_replica * replicas
+    return CostEstimate(count, offering.price_per_hour, hours, unit_noun(offering, count))

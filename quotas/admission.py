@@ -21,6 +21,7 @@ from django.db.models import F
 from django.db.models.functions import Greatest
 from django.utils.module_loading import import_string
 
+from portal.units import class_amount, request_amount
 from quotas.gpu_classes import Charge, charge_for, mig_class
 from quotas.models import Quota
 
@@ -88,8 +89,10 @@ def admit(team, offering, units: int, *, wants_exception: bool = False) -> Decis
     guaranteed = quota.guaranteed if quota else Decimal(0)
     limit = quota.limit if quota else Decimal(0)
     after = used + charge.amount
-    in_use = f"{team.slug} has {fmt(used)} of {fmt(limit)} {charge.gpu_class} in use"
-    numbers = f"{in_use}; this request needs {fmt(charge.amount)}"
+    # In the class's unit (GPUs or slices), and the request in the offering's own (portal.units).
+    in_use = f"{team.slug} has {fmt(used)} of {class_amount(charge.gpu_class, limit)} in use"
+    needs = request_amount(offering, units, charge.gpu_class, charge.amount)
+    numbers = f"{in_use}; this request needs {needs}"
     if quota is not None and after <= limit:
         admission = "guaranteed" if after <= guaranteed else "preemptible"
         if admission == "preemptible" and _over_budget(team):
@@ -99,7 +102,7 @@ def admit(team, offering, units: int, *, wants_exception: bool = False) -> Decis
         priority = PRIORITY_GUARANTEED if admission == "guaranteed" else PRIORITY_PREEMPTIBLE
         return Decision(admission, False, charge, priority, f"Admitted as {admission}: {numbers}.")
     if quota is None:
-        numbers = f"{team.slug} has no quota for {charge.gpu_class}; this request needs {fmt(charge.amount)}"
+        numbers = f"{team.slug} has no quota for {charge.gpu_class}; this request needs {needs}"
     if wants_exception:
         return Decision("", True, charge, PRIORITY_PREEMPTIBLE, f"Over quota, waiting for approval: {numbers}.")
     raise QuotaRefused(f"Over quota: {numbers}. Ask for an exception or a larger quota.")

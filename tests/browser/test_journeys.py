@@ -44,7 +44,7 @@ def test_alice_requests_a_notebook_on_a_mig_slice_watches_it_run_and_stops_it(
     slice_row.get_by_role("radio").check()
     # workloads.js follows the choice: the row is marked and the estimate names the slice's price.
     expect(slice_row).to_have_class(re.compile(r"\bchosen\b"))
-    expect(page.locator("#cost-estimate")).to_contain_text("Estimated cost: $0.40 per hour (1 unit")
+    expect(page.locator("#cost-estimate")).to_contain_text("Estimated cost: $0.40 per hour (1 slice × $0.4000)")
     browser.step(page, "form-filled")
 
     page.get_by_role("button", name="Request notebook").click()
