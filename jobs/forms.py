@@ -24,10 +24,10 @@ from decimal import Decimal
 from typing import Any
 
 from django import forms
-from django.conf import settings
 from django.core.exceptions import PermissionDenied
 
 from jobs import lifecycle, presets
+from jobs.checks import notebook_images
 from jobs.models import Kind, Workload
 from jobs.specs import (
     DEFAULT_RESOURCES,
@@ -264,15 +264,11 @@ class WorkloadRequestForm(forms.Form):
         for name in self.spec_fields:
             self.fields[name] = _field(name, kind)
         self.order_fields(["team", *self.spec_fields])
-        if kind == Kind.NOTEBOOK and settings.NOTEBOOK_IMAGES:
+        self.image_choices = notebook_images() if kind == Kind.NOTEBOOK else []
+        if self.image_choices:
             # A new notebook starts from the platform's default image (a preset or a
             # "request again" brings its own in the form's initial data, which wins).
-            self.fields["image"].initial = settings.NOTEBOOK_IMAGES[0]
-
-    @property
-    def image_choices(self) -> list[str]:
-        """The images of the picker (an HTML datalist on the image field): notebooks only."""
-        return list(settings.NOTEBOOK_IMAGES) if self.kind == Kind.NOTEBOOK else []
+            self.fields["image"].initial = self.image_choices[0]
 
     @property
     def error_summary(self) -> list[tuple[str, str, str]]:

@@ -260,7 +260,9 @@ ALLOWED_IMAGE_REGISTRIES = env_list(
 # The notebook images offered in the request form's image picker; the first is the form's
 # default. Kubeflow's notebook-server images serve Jupyter under NB_PREFIX as the Notebook
 # controller's URL needs; other Jupyter images get base_url arguments from the builder.
-# Each must be from an allowed registry (checked at start-up: jobs.checks).
+# A list given here must be all from allowed registries (checked at start-up: jobs.checks);
+# of the default list, the form offers those the allowed registries admit.
+NOTEBOOK_IMAGES_GIVEN = bool(os.environ.get("PORTAL_NOTEBOOK_IMAGES", "").strip())
 NOTEBOOK_IMAGES = env_list(
     "PORTAL_NOTEBOOK_IMAGES",
     "ghcr.io/kubeflow/kubeflow/notebook-servers/jupyter-pytorch-cuda-full:v1.10.0,"

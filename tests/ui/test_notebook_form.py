@@ -97,11 +97,23 @@ def test_a_valid_form_shows_no_summary(client, quotas):
     assert "error-summary" not in page
 
 
-def test_a_notebook_image_outside_the_allowed_registries_fails_the_start_up_check(settings):
+def test_a_given_notebook_image_outside_the_allowed_registries_fails_the_start_up_check(settings):
+    settings.NOTEBOOK_IMAGES_GIVEN = True
     settings.NOTEBOOK_IMAGES = ["registry.example.com/jupyter:1", "ubuntu"]
     messages = {m.id: m.msg for m in run_checks() if m.id.startswith("jobs.")}
     assert "is not from an allowed registry" in messages["jobs.E003"]
     assert "'ubuntu'" in messages["jobs.E002"]
+
+
+def test_narrowing_the_registries_offers_only_the_default_images_they_admit(client, quotas, settings):
+    settings.ALLOWED_IMAGE_REGISTRIES = ["nvcr.io", "quay.io/jupyter"]
+    assert [m for m in run_checks() if m.id.startswith("jobs.")] == []
+    client.force_login(quotas.alice)
+    page = client.get("/workloads/new/notebook/").content.decode()
+    assert 'value="quay.io/jupyter/pytorch-notebook:2024-12-02"' in field_tag(page, "image")
+    assert "ghcr.io/kubeflow" not in page
+    settings.ALLOWED_IMAGE_REGISTRIES = ["nvcr.io"]
+    assert [m.id for m in run_checks() if m.id.startswith("jobs.")] == ["jobs.W001"]
 
 
 def test_the_default_notebook_images_pass_the_start_up_check():
