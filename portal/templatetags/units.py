@@ -29,9 +29,3 @@ def class_amount(amount, gpu_class) -> str:
     if amount in (None, "") or not gpu_class:
         return "—"
     return units.class_amount(gpu_class, amount)
-
-
-@register.filter
-def class_unit(gpu_class) -> str:
-    """``{{ row.gpu_class|class_unit }}`` → "GPUs" or "slices"."""
-    return units.class_unit(gpu_class or "")

@@ -170,3 +170,12 @@ def test_the_api_log_endpoint_says_the_cluster_is_not_answering_without_the_exce
     assert answer.status_code == 502
     assert answer.json()["detail"].startswith("The cluster is not answering right now (connection failed)")
     assert str(unreachable) not in answer.content.decode()
+
+
+def test_without_a_configured_cluster_the_banner_says_so_rather_than_not_answering(client, cast, settings, tmp_path):
+    settings.KUBE_CONFIG = str(tmp_path / "absent")
+    assert cluster_status.probe().reason == "not configured"
+    client.force_login(cast.alice)
+    page = text(client.get("/workloads/"))
+    assert "The portal has no cluster configured" in page
+    assert "The cluster is not answering" not in page

@@ -52,7 +52,6 @@ def test_picker_quota_table_and_timeline_name_the_same_units_for_a_slice(client,
     assert 'data-unit="slice" data-units="slices"' in row.group(0)
 
     bars = text(client.get("/quotas/bars/?team=vision", HTTP_HX_REQUEST="true"))
-    assert "A100-80GB in GPUs" in bars
     assert "0.14 of 2 A100-80GB GPUs" in bars
 
     page = text(client.get(f"/workloads/{notebook.pk}/"))
@@ -68,3 +67,11 @@ def test_the_estimate_names_the_offerings_unit(client, quotas):
     )
     estimate = " ".join(re.search(r'<p id="cost-estimate".*?</p>', page.content.decode(), re.S).group(0).split())
     assert "(1 slice × $0.4000)" in estimate
+
+
+def test_a_cpu_only_workload_holds_no_gpu(client, quotas, make_workload):
+    workload = make_workload(offering="cpu", gpus_per_replica=0)
+    client.force_login(quotas.alice)
+    page = text(client.get(f"/workloads/{workload.pk}/"))
+    assert "GPUs None: CPU only" in page
+    assert "$0.10/h per replica" in page
