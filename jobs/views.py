@@ -332,7 +332,8 @@ def workload_logs(request, pk: int):
     context = {
         "workload": workload,
         "tail": tail,
-        "pod": "",
+        # Kept while the cluster does not answer, so the poll goes on asking for the same pod.
+        "pod": request.GET.get("pod", "")[:253],
         "pods": [],
         "log": "",
         "error": "",

@@ -105,3 +105,11 @@ def test_the_manifests_panel_without_htmx_sends_the_browser_to_the_page(client, 
     workload = make_workload()
     client.force_login(workload.created_by)
     assert client.get(f"/workloads/{workload.pk}/manifests/")["Location"] == f"/workloads/{workload.pk}/"
+
+
+def test_the_logs_poll_keeps_asking_for_the_chosen_pod_while_the_cluster_is_not_answering(client, notebook):
+    client.force_login(notebook.created_by)
+    fragment = client.get(f"/workloads/{notebook.pk}/logs/?pod=explore-0&tail=50", **HTMX).content.decode()
+    assert "The portal has no cluster to ask right now" in fragment
+    url = poll_url(fragment, "workload-logs")
+    assert "pod=explore-0" in url and "tail=50" in url
