@@ -21,7 +21,7 @@ from django.db.models import F
 from django.db.models.functions import Greatest
 from django.utils.module_loading import import_string
 
-from portal.units import class_amount, request_amount
+from portal.units import class_amount, number, request_amount
 from quotas.gpu_classes import Charge, charge_for, mig_class
 from quotas.models import Quota
 
@@ -54,8 +54,7 @@ class Decision:
 
 def fmt(amount: Decimal) -> str:
     """2 → '2', 0.428571 → '0.43': people read GPUs, not six decimals."""
-    rounded = amount.quantize(Decimal("0.01"))
-    return f"{rounded.normalize():f}" if rounded == rounded.to_integral() else f"{rounded:f}"
+    return number(amount)  # one rounding rule for every amount shown (portal.units)
 
 
 def _profile_classes(team, offering) -> set[str]:
