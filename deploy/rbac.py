@@ -88,6 +88,7 @@ CLIENT_METHODS: dict[str, Use] = {
     "pod_logs": Use(("get",), PODS, "log"),
     "read_config": Use(("get",), CONFIG),
     "check": Use((), NOTHING),
+    "ping": Use((), NOTHING),
     # No request of their own.
     "from_settings": Use((), NOTHING),
     "url": Use((), NOTHING),

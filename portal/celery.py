@@ -37,4 +37,5 @@ app.conf.beat_schedule = {
         "options": {"expires": 600},
     },
     "jobs-recount-quota-usage": {"task": "jobs.recount_quota_usage", "schedule": 300.0, "options": {"expires": 240}},
+    "jobs-check-cluster": {"task": "jobs.check_cluster", "schedule": 30.0, "options": {"expires": 25}},
 }

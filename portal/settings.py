@@ -289,12 +289,30 @@ if PRODUCTION and not KUBE_CONFIG:
     raise ImproperlyConfigured("PORTAL_KUBECONFIG must be a kubeconfig path or 'in-cluster'")
 KUBE_CONTEXT = os.environ.get("PORTAL_KUBE_CONTEXT", "")
 KUBE_REQUEST_TIMEOUT = env_int("PORTAL_KUBE_TIMEOUT_SECONDS", 10, minimum=1)
+# Pages read the cluster with short timeouts (connect, read in seconds): a slow cluster
+# shows "not answering" quickly instead of holding every panel for KUBE_REQUEST_TIMEOUT.
+KUBE_CONNECT_TIMEOUT = env_int("PORTAL_KUBE_CONNECT_TIMEOUT", 2, minimum=1)
+KUBE_READ_TIMEOUT = env_int("PORTAL_KUBE_READ_TIMEOUT", 3, minimum=1)
 CLUSTER_PROFILE = Path(os.environ.get("PORTAL_CLUSTER_PROFILE", BASE_DIR / "deploy" / "cluster-profiles" / "demo.yaml"))
 # Images users may run; an entry is a registry host or a host/path prefix.
 ALLOWED_IMAGE_REGISTRIES = env_list(
     "PORTAL_ALLOWED_REGISTRIES",
     "nvcr.io,docker.io/pytorch,docker.io/library,docker.io/kserve,"
     "docker.io/kubeflownotebookswg,ghcr.io/kubeflow,quay.io/jupyter",
+)
+# The notebook images offered in the request form's image picker; the first is the form's
+# default. Kubeflow's notebook-server images serve Jupyter under NB_PREFIX as the Notebook
+# controller's URL needs; other Jupyter images get base_url arguments from the builder.
+# A list given here must be all from allowed registries (checked at start-up: jobs.checks);
+# of the default list, the form offers those the allowed registries admit.
+NOTEBOOK_IMAGES_GIVEN = bool(os.environ.get("PORTAL_NOTEBOOK_IMAGES", "").strip())
+NOTEBOOK_IMAGES = env_list(
+    "PORTAL_NOTEBOOK_IMAGES",
+    "ghcr.io/kubeflow/kubeflow/notebook-servers/jupyter-pytorch-cuda-full:v1.10.0,"
+    "ghcr.io/kubeflow/kubeflow/notebook-servers/jupyter-pytorch-full:v1.10.0,"
+    "ghcr.io/kubeflow/kubeflow/notebook-servers/jupyter-tensorflow-cuda-full:v1.10.0,"
+    "ghcr.io/kubeflow/kubeflow/notebook-servers/jupyter-scipy:v1.10.0,"
+    "quay.io/jupyter/pytorch-notebook:2024-12-02",
 )
 # The reconcile: how often it runs, when a queued workload's task counts as lost, and
 # how long a finished workload's objects stay (so its logs and events can be read).
@@ -436,6 +454,7 @@ if OIDC_ENABLED:
     AUTHENTICATION_BACKENDS.append("portal.oidc.SSOBackend")
 # The login page shows the SSO button only when it is configured.
 TEMPLATES[0]["OPTIONS"]["context_processors"].append("portal.oidc.sso")
+TEMPLATES[0]["OPTIONS"]["context_processors"].append("jobs.cluster_status.banner")
 
 # --- Rate limits ----------------------------------------------------------------------
 # The cache holds the API rate counters, shared by every web process through Redis.

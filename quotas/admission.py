@@ -28,6 +28,7 @@ from django.utils.module_loading import import_string
 
 from quotas import compute
 from quotas.compute import Compute
+from portal.units import class_amount, number, request_amount
 from quotas.gpu_classes import Charge, charge_for, mig_class
 from quotas.models import Quota
 
@@ -61,8 +62,7 @@ class Decision:
 
 def fmt(amount: Decimal) -> str:
     """2 → '2', 0.428571 → '0.43': people read GPUs, not six decimals."""
-    rounded = amount.quantize(Decimal("0.01"))
-    return f"{rounded.normalize():f}" if rounded == rounded.to_integral() else f"{rounded:f}"
+    return number(amount)  # one rounding rule for every amount shown (portal.units)
 
 
 def _profile_classes(team, offering) -> set[str]:
@@ -110,8 +110,10 @@ def admit(team, offering, units: int, *, wants_exception: bool = False, resource
     guaranteed = quota.guaranteed if quota else Decimal(0)
     limit = quota.limit if quota else Decimal(0)
     after = used + charge.amount
-    in_use = f"{team.slug} has {fmt(used)} of {fmt(limit)} {charge.gpu_class} in use"
-    numbers = f"{in_use}; this request needs {fmt(charge.amount)}"
+    # In the class's unit (GPUs or slices), and the request in the offering's own (portal.units).
+    in_use = f"{team.slug} has {fmt(used)} of {class_amount(charge.gpu_class, limit)} in use"
+    needs = request_amount(offering, units, charge.gpu_class, charge.amount)
+    numbers = f"{in_use}; this request needs {needs}"
     if quota is not None and after <= limit:
         within = after <= guaranteed and fit.level == "guaranteed"
         admission = "guaranteed" if within else "preemptible"
@@ -125,7 +127,7 @@ def admit(team, offering, units: int, *, wants_exception: bool = False, resource
         priority = PRIORITY_GUARANTEED if admission == "guaranteed" else PRIORITY_PREEMPTIBLE
         return Decision(admission, False, charge, priority, f"Admitted as {admission}: {numbers}.", resources)
     if quota is None:
-        numbers = f"{team.slug} has no quota for {charge.gpu_class}; this request needs {fmt(charge.amount)}"
+        numbers = f"{team.slug} has no quota for {charge.gpu_class}; this request needs {needs}"
     if wants_exception:
         return Decision("", True, charge, PRIORITY_PREEMPTIBLE, f"Over quota, waiting for approval: {numbers}.")
     raise QuotaRefused(f"Over quota: {numbers}. Ask for an exception or a larger quota.")
@@ -176,8 +178,9 @@ def admit_extra(team, offering, gpu_class: str, units: int, what: str) -> Charge
     limit = quota.limit if quota else Decimal(0)
     if quota is None or used + charge.amount > limit:
         raise QuotaRefused(
-            f"Over quota: {team.slug} has {fmt(used)} of {fmt(limit)} {charge.gpu_class} in use; {what} needs "
-            f"{fmt(charge.amount)} more. Promote or stop other work first, or ask for a larger quota."
+            f"Over quota: {team.slug} has {fmt(used)} of {class_amount(charge.gpu_class, limit)} in use; {what} "
+            f"needs {class_amount(charge.gpu_class, charge.amount)} more. Promote or stop other work first, or ask "
+            "for a larger quota."
         )
     Quota.objects.filter(pk=quota.pk).update(used=F("used") + charge.amount)
     return charge

@@ -21,6 +21,7 @@ from django.utils import timezone
 
 from portal.access import is_platform_admin
 from portal.notices import notify
+from portal.units import class_amount
 from quotas import admission, audit
 from quotas.admission import fmt
 from quotas.gpu_classes import Charge, mig_class
@@ -227,7 +228,7 @@ def decide_exception(actor, exception_id: int, *, approve: bool, comment: str = 
         exception.decided_by = actor
         exception.decided_at = timezone.now()
         exception.comment = comment
-        amount = f"{fmt(exception.amount)} {exception.gpu_class}"
+        amount = class_amount(exception.gpu_class, exception.amount)  # "1 H100-80GB GPU", as admission says it
         if approve:
             before = _quota_values(team, exception.gpu_class)
             exception.decision = Decision.APPROVED

@@ -218,13 +218,15 @@ def test_every_portal_variable_reaches_the_pods_through_the_chart():
     values = {
         **PRODUCTION,
         "config": {
+            # Set only when given: unset, the portal offers its own list.
+            "notebookImages": "nvcr.io/nvidia/pytorch:24.12-py3",
             "metrics": {
                 "source": "prometheus",
                 "prometheusUrl": "http://prometheus-operated.monitoring:9090",
                 "dcgmToken": {"existingSecret": "gpu-metrics"},
                 "prometheusToken": {"existingSecret": "gpu-metrics"},
                 "portalMetricsToken": {"existingSecret": "gpu-metrics"},
-            }
+            },
         },
     }
     docs = documents(values)
@@ -252,6 +254,9 @@ def test_the_charts_default_values_are_the_portals_own_defaults(tmp_path):
     """values.yaml repeats the defaults so operators see them; this keeps the copies equal."""
     fixed_by_chart = {"PORTAL_ENV", "PORTAL_KUBECONFIG", "PORTAL_CLUSTER_PROFILE"}
     env = env_of(find(documents(MINIMAL), "Deployment", "-web")["spec"]["template"]["spec"]["containers"][0])
+    # Behind the chart's ingress there is one proxy; counting none would make every login
+    # come from the ingress's address, so one guesser would lock everybody out.
+    assert env.pop("PORTAL_LOGIN_TRUSTED_PROXIES") == "1"
     from_values = {
         k: v for k, v in env.items() if k.startswith("PORTAL_") and k not in fixed_by_chart and isinstance(v, str)
     }

@@ -153,11 +153,11 @@ def test_issue_token_prints_a_working_token(cast, api, capsys):
     assert api.get("/api/v1/teams/").status_code == 200
 
 
-def test_healthz_answers_and_readyz_checks_database_and_broker(client):
+def test_healthz_answers_and_readyz_checks_database_broker_and_cluster(client, portal_on_sandbox):
     assert client.get("/healthz").json() == {"status": "ok"}
     ready = client.get("/readyz")
     assert ready.status_code == 200, ready.content
-    assert ready.json()["checks"] == {"database": "ok", "broker": "ok"}
+    assert ready.json()["checks"] == {"database": "ok", "broker": "ok", "cluster": "ok"}
 
 
 def test_readyz_names_the_broker_when_it_is_down(client, settings):

@@ -707,6 +707,60 @@ def _workspace_pvc(spec: WorkloadSpec) -> dict[str, Any]:
     }
 
 
+# Kubeflow's notebook-server images start Jupyter under NB_PREFIX by themselves (their init
+# runs `jupyter lab --ServerApp.base_url=${NB_PREFIX} ...`), which the Notebook's URL
+# /notebook/<namespace>/<name>/ needs. Image references are fully qualified (jobs.specs).
+KUBEFLOW_NOTEBOOK_IMAGES = (
+    "ghcr.io/kubeflow/kubeflow/notebook-servers/",
+    "docker.io/kubeflownotebookswg/",
+    "public.ecr.aws/j1r0q0g6/notebooks/notebook-servers/",
+)
+# Any other Jupyter image is started the way Kubeflow's are (as the args after the image's
+# entrypoint), unless the user gave a command or arguments: then starting Jupyter under
+# $(NB_PREFIX) is theirs to do. No token or password: like Kubeflow's images, the
+# notebook is reached only through the cluster's authenticated notebook route.
+JUPYTER_UNDER_NB_PREFIX = (
+    "jupyter",
+    "lab",
+    "--ip=0.0.0.0",
+    f"--port={NOTEBOOK_PORT}",
+    "--no-browser",
+    "--ServerApp.base_url=$(NB_PREFIX)",
+    "--ServerApp.token=",
+    "--ServerApp.password=",
+    "--ServerApp.allow_origin=*",
+    "--ServerApp.allow_remote_access=True",
+)
+
+
+def serves_under_nb_prefix(image: str) -> bool:
+    """Whether the image's own start serves Jupyter under ``NB_PREFIX`` (Kubeflow's images)."""
+    return image.startswith(KUBEFLOW_NOTEBOOK_IMAGES)
+
+
+def notebook_prefix(spec: WorkloadSpec) -> str:
+    """The path the notebook controller gives the notebook (``NB_PREFIX``), and its URL's path."""
+    return f"/notebook/{spec.team.namespace}/{workload_name(spec.name)}"
+
+
+def _notebook_container(spec: WorkloadSpec, name: str, **kwargs: Any) -> dict[str, Any]:
+    """The notebook's container: Jupyter under NB_PREFIX, and ready only once it answers there.
+
+    The readiness probe asks Jupyter's unauthenticated ``<prefix>/api`` on the notebook
+    port, so the pod (and the portal's "Open notebook") is ready exactly when the URL
+    the user opens answers, not merely when the process runs.
+    """
+    start = None
+    if not spec.command and not spec.args and not serves_under_nb_prefix(spec.image):
+        start = list(JUPYTER_UNDER_NB_PREFIX)
+    container = _container(spec, name, args=start, **kwargs)
+    container["readinessProbe"] = {
+        "httpGet": {"path": f"{notebook_prefix(spec)}/api", "port": NOTEBOOK_PORT},
+        "periodSeconds": 10,
+    }
+    return container
+
+
 def _notebook(spec: WorkloadSpec) -> dict[str, Any]:
     name = workload_name(spec.name)
     mounts, volumes = [], []
@@ -722,7 +776,7 @@ def _notebook(spec: WorkloadSpec) -> dict[str, Any]:
     if spec.stopped:
         annotations[NOTEBOOK_STOPPED_ANNOTATION] = STOPPED_VALUE
     # The controller reports the state of the container named like the Notebook.
-    container = _container(spec, name, mounts=mounts)
+    container = _notebook_container(spec, name, mounts=mounts)
     return {
         "apiVersion": NOTEBOOK_API,
         "kind": "Notebook",
@@ -749,9 +803,7 @@ def _notebook_statefulset(spec: WorkloadSpec) -> list[dict[str, Any]]:
         volumes.append(
             {"name": WORKSPACE_VOLUME, "persistentVolumeClaim": {"claimName": workspace_pvc_name(spec.name)}}
         )
-    container = _container(
-        spec, name, mounts=mounts, extra_env={"NB_PREFIX": f"/notebook/{spec.team.namespace}/{name}"}
-    )
+    container = _notebook_container(spec, name, mounts=mounts, extra_env={"NB_PREFIX": notebook_prefix(spec)})
     container["ports"] = [{"name": "notebook-port", "containerPort": NOTEBOOK_PORT, "protocol": "TCP"}]
     container["workingDir"] = WORKSPACE_MOUNT_PATH
     selector = {"statefulset": name}

@@ -107,6 +107,12 @@ def pending_reason(pods: Sequence[dict]) -> str:
             waiting = (status.get("state") or {}).get("waiting")
             if waiting and waiting.get("reason"):
                 return f"{waiting['reason']}: {waiting.get('message', '')}".rstrip(": ")
+    for pod in pods:
+        # Started but failing its readiness probe: a notebook whose URL does not answer yet.
+        cond = _condition(pod, "Ready")
+        if (pod.get("status") or {}).get("phase") == "Running" and cond and cond.get("status") == "False":
+            detail = cond.get("message") or cond.get("reason") or "not ready"
+            return f"Started but not ready ({detail}); the Kubernetes events say why."
     return ""
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
+from sandbox import jupyter
 from sandbox.clock import parse_iso
 from sandbox.controllers.base import PODS, Ctx
 from sandbox.errors import ApiError
@@ -99,6 +100,12 @@ def start_pod(ctx: Ctx, pod: dict[str, Any]) -> dict[str, Any]:
     octets = bytes.fromhex(_hex(ctx.seed, uid, n=4))
     pod_ip = f"10.244.{sum(node_name.encode()) % 250}.{2 + octets[0] % 250}"
     now = ctx.now_iso
+    # Notebook containers are ready only where Jupyter answers their readiness probe (sandbox.jupyter).
+    unready = {
+        str(c.get("name")): failure
+        for c in pod["spec"].get("containers") or []
+        if (failure := jupyter.readiness_failure(pod, c))
+    }
     statuses = []
     for c in pod["spec"].get("containers") or []:
         statuses.append(
@@ -107,7 +114,7 @@ def start_pod(ctx: Ctx, pod: dict[str, Any]) -> dict[str, Any]:
                 "image": c.get("image"),
                 "imageID": _image_id(str(c.get("image", ""))),
                 "containerID": f"containerd://{_hex(uid, c.get('name'))}",
-                "ready": True,
+                "ready": str(c.get("name")) not in unready,
                 "started": True,
                 "restartCount": 0,
                 "state": {"running": {"startedAt": now}},
@@ -139,7 +146,11 @@ def start_pod(ctx: Ctx, pod: dict[str, Any]) -> dict[str, Any]:
         )
     conditions = (pod.get("status") or {}).get("conditions")
     for type_ in ("PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady", "PodScheduled"):
-        conditions = pod_condition(conditions, type_, "True", now)
+        if unready and type_ in ("Ready", "ContainersReady"):
+            message = f"containers with unready status: [{' '.join(sorted(unready))}]"
+            conditions = pod_condition(conditions, type_, "False", now, "ContainersNotReady", message)
+        else:
+            conditions = pod_condition(conditions, type_, "True", now)
     status = {
         **(pod.get("status") or {}),
         "phase": "Running",
@@ -165,6 +176,8 @@ def start_pod(ctx: Ctx, pod: dict[str, Any]) -> dict[str, Any]:
         )
         ctx.event(pod, "Normal", "Created", f"Created container: {c.get('name')}", MANAGER, node_name)
         ctx.event(pod, "Normal", "Started", f"Started container {c.get('name')}", MANAGER, node_name)
+    for failure in unready.values():
+        ctx.event(pod, "Warning", "Unhealthy", f"Readiness probe failed: {failure}", MANAGER, node_name)
     return pod
 
 

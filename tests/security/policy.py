@@ -92,6 +92,7 @@ ACCESS: dict[str, dict[str, Rule]] = {
     "workload-detail": {"GET": USER},
     "workload-live": {"GET": USER},
     "workload-logs": {"GET": USER},
+    "workload-manifests": {"GET": USER},
     "workload-stop": {"POST": USER},
     "workload-rollout": {"POST": USER},
     "workload-start": {"POST": USER},

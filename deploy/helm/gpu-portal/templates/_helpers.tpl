@@ -165,6 +165,14 @@ secretKeyRef:
   value: {{ .Values.config.burstBudgetCheck | quote }}
 - name: PORTAL_KUBE_TIMEOUT_SECONDS
   value: {{ .Values.config.kube.timeoutSeconds | quote }}
+- name: PORTAL_KUBE_CONNECT_TIMEOUT
+  value: {{ .Values.config.kube.connectTimeoutSeconds | quote }}
+- name: PORTAL_KUBE_READ_TIMEOUT
+  value: {{ .Values.config.kube.readTimeoutSeconds | quote }}
+{{- if .Values.config.notebookImages }}
+- name: PORTAL_NOTEBOOK_IMAGES
+  value: {{ .Values.config.notebookImages | quote }}
+{{- end }}
 - name: PORTAL_RECONCILE_INTERVAL_SECONDS
   value: {{ .Values.config.reconcile.intervalSeconds | quote }}
 - name: PORTAL_LOST_TASK_AFTER_SECONDS
