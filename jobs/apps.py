@@ -9,8 +9,8 @@ class JobsConfig(AppConfig):
         from jobs.kube.manifests import team_objects
         from jobs.lifecycle import never_fit
         from jobs.specs import TeamRef
-        from quotas.approvals import set_never_fits_check
         from portal.health import register_check
+        from quotas.approvals import set_never_fits_check
         from quotas.cluster import set_team_objects_builder
 
         # The approvals console previews a team's Queue and ResourceQuota with the same

@@ -26,9 +26,9 @@ from django.db.models import F
 from django.db.models.functions import Greatest
 from django.utils.module_loading import import_string
 
+from portal.units import class_amount, number, request_amount
 from quotas import compute
 from quotas.compute import Compute
-from portal.units import class_amount, number, request_amount
 from quotas.gpu_classes import Charge, charge_for, mig_class
 from quotas.models import Quota
 
