@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import yaml
-from django.core.exceptions import ImproperlyConfigured
 from django.db.models import Prefetch
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, inline_serializer
@@ -12,9 +11,8 @@ from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 
-from jobs import inspect, lifecycle
+from jobs import cluster_status, inspect, lifecycle
 from jobs.filters import filter_workloads
-from jobs.kube.client import Cluster
 from jobs.kube.errors import ClusterError
 from jobs.kube.manifests import workload_objects
 from jobs.models import Workload, WorkloadEvent
@@ -146,7 +144,9 @@ class WorkloadViewSet(
             },
         ),
         responses={200: WorkloadDetailSerializer, 400: OpenApiTypes.OBJECT},
-        description="Deploy a new model version over a live endpoint, as a canary or to all traffic.",
+        description="Deploy a new model version over a live endpoint, as a canary or to all traffic. A canary "
+        "runs beside the current version (up to max_replicas more pods), so its pods are admitted against the "
+        "team's quota until it is promoted: 400 with the quota numbers when they do not fit.",
     )
     @action(detail=True, methods=["post"])
     def rollout(self, request, pk=None):
@@ -159,6 +159,8 @@ class WorkloadViewSet(
             lifecycle.rollout(request.user, workload, storage_uri, data.get("canary_traffic_percent"))
         except SpecError as exc:
             raise ValidationError(exc.errors) from None
+        except QuotaRefused as exc:
+            raise ValidationError({"quota": [str(exc)]}) from None
         return Response(WorkloadDetailSerializer(self.get_queryset().get(pk=workload.pk)).data)
 
     @extend_schema(
@@ -240,9 +242,13 @@ class WorkloadViewSet(
             tail = min(max(int(request.query_params.get("tail", 200)), 1), 5000)
         except ValueError:
             raise ValidationError({"tail": ["must be a whole number"]}) from None
+        cluster, error = cluster_status.page_cluster(inspect.LOGS)
+        if cluster is None:
+            return Response({"detail": error}, status=status.HTTP_502_BAD_GATEWAY)
         try:
-            with Cluster.from_settings() as cluster:
-                pod, text, pods = inspect.logs(workload, cluster, pod=request.query_params.get("pod"), tail_lines=tail)
-        except (ClusterError, ImproperlyConfigured) as exc:
-            return Response({"detail": f"The cluster did not answer: {exc}"}, status=status.HTTP_502_BAD_GATEWAY)
+            pod, text, pods = inspect.logs(workload, cluster, pod=request.query_params.get("pod"), tail_lines=tail)
+        except ClusterError as exc:
+            error = cluster_status.unavailable(exc, inspect.LOGS)
+            return Response({"detail": error}, status=status.HTTP_502_BAD_GATEWAY)
+        cluster_status.answered()
         return Response({"pod": pod, "pods": pods, "log": text})

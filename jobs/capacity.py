@@ -87,6 +87,34 @@ def free_units(
     return total, free
 
 
+def node_capacities(offering: OfferingLike, nodes: Iterable[Mapping]) -> list[int] | None:
+    """Units of ``offering`` each node can hold at most, largest first; None when not countable.
+
+    The inventory ``jobs.fit`` checks requests against: what a node has in all, not what
+    is free. Unlike ``free_units`` it counts nodes that are not Ready or are cordoned:
+    a node drained for maintenance comes back, and refusing work because of it would be
+    wrong for good. Taints still exclude a node: a taint the offering does not tolerate
+    is how a node is kept for something else for as long as it stands. A DRA node
+    without its GPU count label makes the whole inventory unknown (None), never 0.
+    """
+    if offering.kind == "cpu" or offering.request_mode == "none":
+        return None
+    eligible = [n for n in nodes if _could_serve(offering, n)]
+    units: list[int] = []
+    for node in eligible:
+        if offering.request_mode == "dra":
+            count = _dra_total(offering, node)
+            if count is None:
+                return None
+        elif offering.resource_name:
+            count = _amount(((node.get("status") or {}).get("allocatable") or {}).get(offering.resource_name))
+        else:
+            return None
+        if count > 0:
+            units.append(count)
+    return sorted(units, reverse=True)
+
+
 def refresh_capacity(cluster) -> int:
     """List Nodes, Pods and ResourceClaims once each and store every active offering's capacity.
 
@@ -110,9 +138,10 @@ def refresh_capacity(cluster) -> int:
     now = timezone.now()
     for offering in offerings:
         offering.total_units, offering.free_units = free_units(offering, nodes, pods, claims)
+        offering.node_units = node_capacities(offering, nodes)
         offering.capacity_observed_at = now
     with transaction.atomic():
-        Offering.objects.bulk_update(offerings, ["total_units", "free_units", "capacity_observed_at"])
+        Offering.objects.bulk_update(offerings, ["total_units", "free_units", "node_units", "capacity_observed_at"])
     return len(offerings)
 
 
@@ -161,6 +190,12 @@ def _serves(offering: OfferingLike, node: Mapping) -> bool:
     spec = node.get("spec") or {}
     if spec.get("unschedulable") or not _is_ready(node):
         return False
+    return _could_serve(offering, node)
+
+
+def _could_serve(offering: OfferingLike, node: Mapping) -> bool:
+    """Is the node one of the offering's, whether or not it is Ready and schedulable now?"""
+    spec = node.get("spec") or {}
     labels = _labels(node)
     if any(labels.get(k) != v for k, v in (offering.node_selector or {}).items()):
         return False

@@ -27,6 +27,7 @@ from django import forms
 from django.core.exceptions import PermissionDenied
 
 from jobs import lifecycle, presets
+from jobs.checks import notebook_images
 from jobs.models import Kind, Workload
 from jobs.specs import (
     DEFAULT_RESOURCES,
@@ -38,6 +39,7 @@ from jobs.specs import (
     SpecError,
 )
 from portal.models import Offering, Team
+from portal.units import unit_noun
 from quotas.admission import QuotaRefused
 from quotas.usage import units_left
 
@@ -64,12 +66,9 @@ def _text(label: str, help_text: str = "", placeholder: str = "", **attrs) -> fo
 
 
 def _lines(label: str, help_text: str, placeholder: str) -> forms.CharField:
+    attrs = {"rows": 3, "spellcheck": "false", **({"placeholder": placeholder} if placeholder else {})}
     return forms.CharField(
-        label=label,
-        required=False,
-        help_text=help_text,
-        strip=False,
-        widget=forms.Textarea(attrs={"rows": 3, "placeholder": placeholder, "spellcheck": "false"}),
+        label=label, required=False, help_text=help_text, strip=False, widget=forms.Textarea(attrs=attrs)
     )
 
 
@@ -78,8 +77,32 @@ def _number(label: str, help_text: str = "", placeholder: str = "") -> forms.Int
     return forms.IntegerField(label=label, required=False, help_text=help_text, widget=forms.NumberInput(attrs=attrs))
 
 
+# Examples in empty fields, per kind: a notebook's fields must not suggest a training run.
+PLACEHOLDERS: dict[str, dict[str, str]] = {
+    "notebook": {"image": "", "command": "", "args": "", "env": "HF_HOME=/home/jovyan/.cache"},
+    "training": {
+        "image": "nvcr.io/nvidia/pytorch:24.10-py3",
+        "command": "torchrun train.py",
+        "args": '--epochs 3 --run-name "first try"',
+        "env": "HF_HOME=/home/jovyan/.cache\nWANDB_MODE=offline",
+    },
+    "endpoint": {
+        "image": "nvcr.io/nvidia/tritonserver:24.10-py3",
+        "command": "python -m my_model_server",
+        "args": "--port 8080",
+        "env": "MODEL_NAME=sentiment",
+    },
+}
+NOTEBOOK_COMMAND_HELP = (
+    " Empty: the image starts Jupyter. Kubeflow's notebook images serve it under the notebook's "
+    "URL prefix; for other Jupyter images the portal adds the base URL arguments."
+)
+IMAGE_LIST_ID = "notebook-images"
+
+
 def _field(name: str, kind: str) -> forms.Field:
     cpu, memory = DEFAULT_RESOURCES[kind]
+    example = PLACEHOLDERS[kind]
     argv_help = (
         'Split into words like a shell would: quote a word that contains spaces ("a b"); '
         "line breaks count as spaces. No shell runs it."
@@ -100,17 +123,30 @@ def _field(name: str, kind: str) -> forms.Field:
             "Full GPUs: 1 to 8. A MIG slice or a shared GPU: 1. CPU only: 0. Empty means 1 (0 for CPU).",
             "1",
         ),
-        "image": lambda: _text(
-            "Image",
-            "From an allowed registry, with a tag or digest, e.g. quay.io/jupyter/pytorch-notebook:2024-12-02.",
-            "nvcr.io/nvidia/pytorch:24.10-py3",
-            spellcheck="false",
+        "image": lambda: (
+            _text(
+                "Image",
+                "Pick one of the platform's notebook images, or type another from an allowed registry "
+                "with a tag or digest.",
+                spellcheck="false",
+                list=IMAGE_LIST_ID,
+                autocomplete="off",
+            )
+            if kind == Kind.NOTEBOOK
+            else _text(
+                "Image",
+                "From an allowed registry, with a tag or digest, e.g. " + example["image"] + ".",
+                example["image"],
+                spellcheck="false",
+            )
         ),
-        "command": lambda: _lines("Command", argv_help + " Empty: the image's entrypoint.", "torchrun train.py"),
-        "args": lambda: _lines("Arguments", argv_help, '--epochs 3 --run-name "first try"'),
-        "env": lambda: _lines(
-            "Environment variables", "One KEY=VALUE per line.", "HF_HOME=/home/jovyan/.cache\nWANDB_MODE=offline"
+        "command": lambda: _lines(
+            "Command",
+            argv_help + (NOTEBOOK_COMMAND_HELP if kind == Kind.NOTEBOOK else " Empty: the image's entrypoint."),
+            example["command"],
         ),
+        "args": lambda: _lines("Arguments", argv_help, example["args"]),
+        "env": lambda: _lines("Environment variables", "One KEY=VALUE per line.", example["env"]),
         "labels": lambda: _lines("Labels", "One key=value per line.", "project=resnet"),
         "annotations": lambda: _lines("Annotations", "One key=value per line.", "example.com/owner=alice"),
         "cpu": lambda: _text("CPU per replica", f"Cores, e.g. 500m or 4. Empty means {cpu}.", cpu),
@@ -228,6 +264,24 @@ class WorkloadRequestForm(forms.Form):
         for name in self.spec_fields:
             self.fields[name] = _field(name, kind)
         self.order_fields(["team", *self.spec_fields])
+        self.image_choices = notebook_images() if kind == Kind.NOTEBOOK else []
+        if self.image_choices:
+            # A new notebook starts from the platform's default image (a preset or a
+            # "request again" brings its own in the form's initial data, which wins).
+            self.fields["image"].initial = self.image_choices[0]
+
+    @property
+    def error_summary(self) -> list[tuple[str, str, str]]:
+        """(label, anchor, message) of every error, in page order, for the list above the form.
+
+        Problems that belong to no field have no label and no anchor. The offering is a
+        radio table, so its anchor is the picker.
+        """
+        items = [("", "", str(message)) for message in self.non_field_errors()]
+        for field in self:
+            anchor = "offering-picker" if field.name == "offering" else field.auto_id
+            items.extend((str(field.label), anchor, str(message)) for message in field.errors)
+        return items
 
     @property
     def detail_fields(self) -> list[forms.BoundField]:
@@ -368,6 +422,7 @@ class CostEstimate:
     units: int
     price_per_unit: Decimal
     hours: Decimal | None
+    noun: str = "units"  # the offering's unit for this count: "slice", "GPUs" (portal.units)
 
     @property
     def per_hour(self) -> Decimal:
@@ -403,4 +458,5 @@ def cost_estimate(kind: str, offering: Offering | None, data: Mapping) -> CostEs
         replicas = 1
     seconds = number("max_runtime_seconds", 0) if kind == Kind.TRAINING else 0
     hours = (Decimal(seconds) / 3600).quantize(Decimal("0.01")) if seconds else None
-    return CostEstimate(per_replica * replicas, offering.price_per_hour, hours)
+    count = per_replica * replicas
+    return CostEstimate(count, offering.price_per_hour, hours, unit_noun(offering, count))

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from django.core.exceptions import ImproperlyConfigured
-
-from jobs.kube.client import Cluster
+from jobs import cluster_status
 from jobs.kube.errors import ClusterError
 from jobs.kube.labels import workload_selector
 from jobs.models import Workload
+
+EVENTS = "Kubernetes events"
+LOGS = "logs"
 
 
 @dataclass
@@ -37,16 +38,17 @@ def _event_row(event: dict) -> dict:
 
 
 def live_details(workload: Workload, cluster=None) -> Live:
-    """Kubernetes events of the workload's objects and pods, newest last."""
+    """Kubernetes events of the workload's objects and pods, newest last.
+
+    Without ``cluster``, the process's shared page client (short timeouts); a cluster
+    that is not answering gives ``error``, a sentence for users, never the exception.
+    """
     live = Live()
     if workload.state in ("pending_approval", "rejected") and not workload.submitted_at:
         return live
     if cluster is None:
-        try:
-            with Cluster.from_settings() as own:
-                return live_details(workload, own)
-        except ImproperlyConfigured as exc:
-            live.error = f"The cluster is not configured: {exc}"
+        cluster, live.error = cluster_status.page_cluster(EVENTS)
+        if cluster is None:
             return live
     try:
         pods = cluster.pods_for(workload.team.namespace, workload_selector(workload.pk))
@@ -58,7 +60,9 @@ def live_details(workload: Workload, cluster=None) -> Live:
         events.sort(key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "")
         live.events = [_event_row(e) for e in events[-50:]]
     except ClusterError as exc:
-        live.error = f"The cluster did not answer: {exc}"
+        live.error = cluster_status.unavailable(exc, EVENTS)
+    else:
+        cluster_status.answered()
     return live
 
 

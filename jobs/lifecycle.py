@@ -20,23 +20,37 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, replace
 from datetime import datetime
+from decimal import Decimal
 from pathlib import Path
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
+from django.db.models import F
 from django.http import Http404
 from django.utils import timezone
 
+from jobs import fit
+from jobs.kube.manifests import MPI_LAUNCHER_RESOURCES
 from jobs.kube.status import Observed
 from jobs.models import ACTIVE_STATES, LIVE_STATES, Kind, State, Workload, WorkloadEvent
-from jobs.specs import SpecError, TeamQuota, TeamRef, WorkloadSpec, endpoint_deployment_mode, validate_request
+from jobs.specs import (
+    SpecError,
+    TeamQuota,
+    TeamRef,
+    WorkloadSpec,
+    endpoint_deployment_mode,
+    parse_quantity,
+    validate_request,
+)
 from portal.access import can_use_team
 from portal.cluster_profile import ProfileError, load_profile
 from portal.models import Offering, Team
-from quotas import admission
+from quotas import admission, compute
+from quotas.compute import Compute
 
 log = logging.getLogger(__name__)
 
@@ -52,8 +66,14 @@ def active_offerings() -> dict[str, Offering]:
     return {o.slug: o for o in Offering.objects.filter(is_active=True)}
 
 
-def validate(data: Mapping, team: Team, workload_id: int = 0) -> WorkloadSpec:
-    """The one validation of a request, shared by the form, the API and the preview."""
+def validate(data: Mapping, team: Team, workload_id: int = 0, *, check_fit: bool = True) -> WorkloadSpec:
+    """The one validation of a request, shared by the form, the API and the preview.
+
+    A valid request is then checked against the cluster's size (``jobs.fit``): one the
+    cluster could never hold is refused here, before it is admitted and holds quota.
+    ``check_fit=False`` is for changes to work that already runs (a rollout), which a
+    shrunken cluster must not block.
+    """
     spec = validate_request(
         data,
         team=team_ref(team),
@@ -70,6 +90,8 @@ def validate(data: Mapping, team: Team, workload_id: int = 0) -> WorkloadSpec:
                 ]
             }
         )
+    if check_fit and (errors := fit.problems_of(spec, spec.offering)):
+        raise SpecError(errors)
     # The preview shows what this cluster's backend would get.
     return replace(spec, queueing=queueing(), deployment_mode=_deployment_mode(spec))
 
@@ -193,6 +215,29 @@ def _move(workload: Workload, expected: Iterable[str], new: str, message: str, *
 
 def _release(workload: Workload) -> None:
     admission.release(workload.team, workload.quota_class, workload.quota_charge)
+    compute.release(workload.team, Compute(workload.cpu_charge, workload.memory_charge))
+
+
+def resources_of(workload: Workload | WorkloadSpec) -> Compute:
+    """The CPU and memory of all of a workload's pods, as the builders make them (for its quota).
+
+    Each replica is a pod (an endpoint counts its maximum, as for GPUs; a torch job's
+    master is its first replica); an MPI job adds its launcher pod.
+    """
+    pods = workload.max_replicas if workload.kind == Kind.ENDPOINT else workload.replicas
+    # Rows made outside validation (Django admin, old rows) may have none: they hold none.
+    cpu = parse_quantity(workload.cpu) * pods if workload.cpu else 0
+    memory = parse_quantity(workload.memory) * pods if workload.memory else 0
+    if workload.kind == Kind.TRAINING and workload.framework == "mpi":
+        cpu += parse_quantity(MPI_LAUNCHER_RESOURCES["cpu"])
+        memory += parse_quantity(MPI_LAUNCHER_RESOURCES["memory"])
+    return Compute.of(cpu, memory)
+
+
+def _held(decision) -> dict:
+    """The workload fields saying what it holds of CPU and memory after ``decision``."""
+    held = decision.compute or Compute()
+    return {"cpu_charge": held.cpu, "memory_charge": held.memory}
 
 
 def _enqueue(task_name: str, workload_id: int) -> None:
@@ -219,7 +264,9 @@ def request_workload(user, team: Team, data: Mapping, *, wants_exception: bool =
     offering = Offering.objects.get(slug=spec.offering.slug)
     try:
         with transaction.atomic():
-            decision = admission.admit(team, offering, _units(spec), wants_exception=wants_exception)
+            decision = admission.admit(
+                team, offering, _units(spec), wants_exception=wants_exception, resources=resources_of(spec)
+            )
             workload = Workload.objects.create(
                 team=team,
                 created_by=user,
@@ -228,6 +275,7 @@ def request_workload(user, team: Team, data: Mapping, *, wants_exception: bool =
                 admission=decision.admission,
                 quota_class=decision.charge.gpu_class if decision.charge else "",
                 quota_charge=decision.charge.amount if decision.charge and not decision.pending_approval else 0,
+                **_held(decision),
                 priority_class=decision.priority_class,
                 wants_exception=wants_exception and decision.pending_approval,
                 exception_reason=reason if decision.pending_approval else "",
@@ -243,6 +291,17 @@ def request_workload(user, team: Team, data: Mapping, *, wants_exception: bool =
             raise SpecError({"name": [f"team {team.slug} already has a live workload named '{spec.name}'"]}) from None
         raise
     return workload
+
+
+def never_fit(workload_ids: Iterable[int]) -> dict[int, str]:
+    """Why each of these workloads could never run on the cluster as it is now (``jobs.fit``).
+
+    For the approvals console: work that was accepted before the check existed, or before
+    the cluster shrank, still waits for a decision there.
+    """
+    rows = Workload.objects.filter(pk__in=list(workload_ids)).select_related("offering")
+    found = {w.pk: fit.problems_of(w, w.offering) for w in rows}
+    return {pk: fit.summary(errors) for pk, errors in found.items() if errors}
 
 
 def _units(spec: WorkloadSpec) -> int:
@@ -372,7 +431,9 @@ def start(user, workload: Workload) -> bool:
     if workload.kind != Kind.NOTEBOOK:
         raise SpecError({"state": ["only notebooks can be started again; submit a new request instead"]})
     with transaction.atomic():
-        decision = admission.admit(workload.team, workload.offering, workload.gpu_units)
+        decision = admission.admit(
+            workload.team, workload.offering, workload.gpu_units, resources=resources_of(workload)
+        )
         if decision.pending_approval:  # nothing was charged; a restart does not wait for approval
             raise admission.QuotaRefused(decision.message)
         moved = _move(
@@ -384,6 +445,7 @@ def start(user, workload: Workload) -> bool:
             admission=decision.admission,
             quota_class=decision.charge.gpu_class if decision.charge else "",
             quota_charge=decision.charge.amount if decision.charge else 0,
+            **_held(decision),
             priority_class=decision.priority_class,
             finished_at=None,
             started_at=None,
@@ -453,17 +515,20 @@ def observe(workload: Workload, seen: Observed) -> bool:
         )
     if seen.phase in ("succeeded", "failed") and workload.state in (State.SUBMITTED, State.RUNNING):
         new = State.SUCCEEDED if seen.phase == "succeeded" else State.FAILED
+        # The controller says that it failed, the failed pod says why; both go on the timeline.
+        reason = " ".join(m for m in (seen.message, seen.failure.summary() if seen.failure else "") if m)
         with transaction.atomic():
             moved = _move(
                 workload,
                 [State.SUBMITTED, State.RUNNING],
                 new,
-                seen.message or new.label,
+                reason or new.label,
                 finished_at=now,
                 started_at=workload.started_at or seen.started_at or now,
                 cluster_phase=seen.phase,
                 cluster_message=seen.message,
-                state_reason=seen.message,
+                state_reason=reason,
+                failure=seen.failure.as_dict() if seen.failure else {},
             )
             if moved:
                 _release(workload)
@@ -518,6 +583,7 @@ def exception_decided(exception, approved: bool, actor) -> bool:
     if workload is None:
         return False
     if approved:
+        held = resources_of(workload)
         moved = _move(
             workload,
             [State.PENDING_APPROVAL],
@@ -527,8 +593,12 @@ def exception_decided(exception, approved: bool, actor) -> bool:
             admission="exception",
             quota_class=exception.gpu_class,
             quota_charge=exception.amount,
+            cpu_charge=held.cpu,
+            memory_charge=held.memory,
         )
         if moved:
+            # Its CPU and memory were checked when it was requested; approved, it may exceed them.
+            compute.charge(workload.team, held, allow_overage=True)
             _enqueue("submit_workload", workload.pk)
         return moved
     message = f"Exception denied by {actor.username}." + (f" {exception.comment}" if exception.comment else "")
@@ -557,7 +627,12 @@ def recount_quota_usage() -> None:
             .annotate(total=Sum("quota_charge"))
             .values_list("team_id", "quota_class", "total")
         )
-        return {(team_id, gpu_class): total for team_id, gpu_class, total in rows}
+        totals = {(team_id, gpu_class): total for team_id, gpu_class, total in rows}
+        held = Workload.objects.active().values("team_id").annotate(cpu=Sum("cpu_charge"), memory=Sum("memory_charge"))
+        for row in held:
+            totals[(row["team_id"], compute.CPU)] = row["cpu"]
+            totals[(row["team_id"], compute.MEMORY)] = row["memory"]
+        return totals
 
     recount(held)  # a callable: read while the quota rows are locked
 
@@ -586,11 +661,20 @@ def rollout(user, workload: Workload, storage_uri: str, canary_traffic_percent: 
     (``promote`` or ``rollback`` ends the canary); a second rollout replaces the canary. How
     KServe splits traffic depends on the endpoint's mode (``jobs.kube.manifests``). Validated
     like a new request; applied by a task.
+
+    While a canary lasts it runs pods beside the endpoint's own (``canary_replicas``): in
+    Knative mode a second revision scaling up to ``max_replicas``; in Standard mode a fixed
+    ``ceil(min_replicas * percent / 100)``. They are admitted against the team's quota when
+    the canary starts (``QuotaRefused`` with the numbers when they do not fit; nothing changes
+    then) and given back when it ends. Both go through ``quota_charge``, so stopping the
+    endpoint, the usage re-count and the quota bars all count them. The extra pods run with
+    the endpoint's priority class, so they are admitted only within the limit.
     """
     _require_live_endpoint(workload)
     errors: dict[str, list[str]] = {}
     try:
-        spec = validate({**request_data(workload), "storage_uri": storage_uri}, workload.team, workload.pk)
+        data = {**request_data(workload), "storage_uri": storage_uri}
+        spec = validate(data, workload.team, workload.pk, check_fit=False)
     except SpecError as exc:
         errors.update(exc.errors)
     try:
@@ -609,6 +693,8 @@ def rollout(user, workload: Workload, storage_uri: str, canary_traffic_percent: 
                 ]
             }
         )
+    if percent is not None and spec.storage_uri == workload.storage_uri:
+        raise SpecError({"storage_uri": ["is the version that already serves; a canary needs a new version"]})
     if percent is None:
         changes = {"storage_uri": spec.storage_uri, "canary_storage_uri": "", "canary_traffic_percent": None}
         note = f"{user.username} rolled out {spec.storage_uri} to all traffic."
@@ -658,17 +744,73 @@ def _canary_percent(value) -> int | None:
 
 
 def _change_model(user, workload: Workload, changes: dict, note: str, expect_canary: str | None = None) -> Workload:
-    """Compare-and-set the endpoint's model fields, record why, and apply after commit."""
-    live = Workload.objects.filter(pk=workload.pk, state__in=[State.SUBMITTED, State.RUNNING])
-    if expect_canary is not None:
-        live = live.filter(canary_storage_uri=expect_canary)  # a promote and a rollback race: one wins
+    """Lock the endpoint, admit or give back its canary's pods, set the model fields, record
+    why, and apply after commit."""
     with transaction.atomic():
-        if not live.update(**changes):
+        live = Workload.objects.select_for_update().select_related("team", "offering")
+        live = live.filter(pk=workload.pk, state__in=[State.SUBMITTED, State.RUNNING])
+        if expect_canary is not None:
+            live = live.filter(canary_storage_uri=expect_canary)  # a promote and a rollback race: one wins
+        current = live.first()
+        if current is None:
             raise SpecError({"state": ["the endpoint changed meanwhile; reload and try again"]})
+        canary_replicas = _canary_replicas(current, changes.get("canary_traffic_percent"))
+        quota_note, delta = _charge_canary(current, canary_replicas - current.canary_replicas)
+        Workload.objects.filter(pk=current.pk).update(
+            **changes,
+            canary_replicas=canary_replicas,
+            quota_charge=F("quota_charge") + delta,
+            updated_at=timezone.now(),
+        )
         workload.refresh_from_db()
-        record(workload, note, actor=user)
+        record(workload, note + quota_note, actor=user)
         _enqueue("apply_workload", workload.pk)
     return workload
+
+
+def _canary_replicas(workload: Workload, percent: int | None) -> int:
+    """Pods a canary of ``percent`` runs beside the endpoint's own (0 without a canary).
+
+    Knative: the canary is a second revision that scales up to ``max_replicas``. Standard
+    (KServe v0.20 ``spec.canary``): a Deployment of ``ceil(min_replicas * percent / 100)``
+    pods; KServe takes them off the stable Deployment's minimum, but the stable one may still
+    scale up to ``max_replicas``, so they count on top.
+    """
+    if percent is None:
+        return 0
+    if (workload.deployment_mode or "Standard") == "Knative":
+        return workload.max_replicas
+    return math.ceil(workload.replicas * percent / 100)
+
+
+def _charge_canary(workload: Workload, more_replicas: int) -> tuple[str, Decimal]:
+    """Admit (or give back) ``more_replicas`` canary replicas; (timeline note, change of quota_charge)."""
+    units = abs(more_replicas) * workload.gpus_per_replica
+    if not units:
+        return "", Decimal(0)
+    if more_replicas > 0:
+        charge = admission.admit_extra(
+            workload.team,
+            workload.offering,
+            workload.quota_class,
+            units,
+            f"a canary beside {workload.name} (up to {more_replicas} more replicas)",
+        )
+        if charge is None:
+            return "", Decimal(0)
+        return (
+            f" Its canary may run {more_replicas} more replicas: {admission.fmt(charge.amount)} {charge.gpu_class} "
+            "more are held until it is promoted.",
+            charge.amount,
+        )
+    charge = admission.extra_charge(workload.offering, workload.quota_class, units)
+    if charge is None:
+        return "", Decimal(0)
+    admission.release(workload.team, charge.gpu_class, charge.amount)
+    return (
+        f" The previous version's replicas go: {admission.fmt(charge.amount)} {charge.gpu_class} released.",
+        -charge.amount,
+    )
 
 
 def apply_current(workload_id: int, cluster) -> bool:

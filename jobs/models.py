@@ -86,6 +86,9 @@ class Workload(models.Model):
     # Endpoints: KServe's deployment mode chosen at creation ("Standard" or "Knative"); KServe
     # never lets it change afterwards.
     deployment_mode = models.CharField(max_length=16, blank=True)
+    # Replicas a canary revision may run beside the endpoint's own while a canary rollout
+    # lasts (KServe keeps both revisions); counted in quota_charge until it is promoted.
+    canary_replicas = models.PositiveIntegerField(default=0)
 
     state = models.CharField(max_length=20, choices=State.choices, default=State.QUEUED, db_index=True)
     state_reason = models.TextField(blank=True)
@@ -93,6 +96,9 @@ class Workload(models.Model):
     admission = models.CharField(max_length=20, choices=Admission.choices, blank=True)
     quota_class = models.CharField(max_length=60, blank=True)
     quota_charge = models.DecimalField(max_digits=12, decimal_places=6, default=0)
+    # What it holds of the team's CPU (cores) and memory (GiB) quotas, all pods (quotas.compute).
+    cpu_charge = models.DecimalField(max_digits=12, decimal_places=6, default=0)
+    memory_charge = models.DecimalField(max_digits=12, decimal_places=6, default=0)
     priority_class = models.CharField(max_length=63, blank=True)
     wants_exception = models.BooleanField(default=False)
     exception_reason = models.TextField(blank=True)
@@ -100,6 +106,10 @@ class Workload(models.Model):
     # What the cluster says, as last observed by the reconcile.
     cluster_phase = models.CharField(max_length=40, blank=True)
     cluster_message = models.TextField(blank=True)
+    # Why a failed run failed, stored when it fails (its pods are gone soon after): the pod
+    # that failed first ({"class": "oom"|"error"|"preempted", "pod", "node", "container",
+    # "exit_code", "reason", "message"}, jobs.kube.status.Failure.as_dict); {} otherwise.
+    failure = models.JSONField(default=dict, blank=True)
     url = models.URLField(blank=True, max_length=500)
     applied_manifests = models.JSONField(default=list, blank=True)
     # Endpoints: the traffic split KServe reports ([{role, percent, revision, ready}], stable first).
@@ -139,7 +149,12 @@ class Workload(models.Model):
 
     @property
     def gpu_units(self) -> int:
-        """Units of the offering this workload holds at most (endpoints can scale to max)."""
+        """Units of the offering this workload holds at most (endpoints can scale to max).
+
+        Not a canary's replicas: spend prices a workload's whole history from this, so a
+        canary of an hour must not re-price the days before it. Quota counts them
+        (``canary_replicas`` in ``quota_charge``) while the canary lasts.
+        """
         replicas = self.max_replicas if self.kind == Kind.ENDPOINT else self.replicas
         return self.gpus_per_replica * replicas
 

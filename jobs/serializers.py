@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from drf_spectacular.utils import OpenApiExample, extend_schema_serializer
+from drf_spectacular.utils import OpenApiExample, extend_schema_field, extend_schema_serializer
 from rest_framework import serializers
 
+from jobs.kube.status import FAILURE_CLASSES
 from jobs.models import Workload, WorkloadEvent
 from jobs.specs import ALL_FIELDS
 
@@ -100,12 +101,30 @@ class WorkloadEventSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
 
+class FailureSerializer(serializers.Serializer):
+    """Why a failed run failed: the pod that failed first, where it ran and how it ended."""
+
+    # "class" is a keyword, so the field is declared through the class namespace.
+    locals()["class"] = serializers.ChoiceField(
+        choices=FAILURE_CLASSES,
+        help_text="oom: a container was OOMKilled; preempted: the pod was preempted or evicted "
+        "(DisruptionTarget); error: a container exited non-zero or the pod failed otherwise.",
+    )
+    exit_code = serializers.IntegerField(allow_null=True, help_text="The failed container's exit code.")
+    pod = serializers.CharField()
+    node = serializers.CharField(help_text="The node the pod ran on.")
+    container = serializers.CharField()
+    reason = serializers.CharField(help_text="Kubernetes' reason: OOMKilled, Error, PreemptionByScheduler ...")
+    message = serializers.CharField(help_text="The container's termination message or the preemption message.")
+
+
 class WorkloadSerializer(serializers.ModelSerializer):
     team = serializers.CharField(source="team.slug")
     created_by = serializers.CharField(source="created_by.username")
     offering = serializers.CharField(source="offering.slug")
     # Empty until the workload serves something, so not a "uri" in the schema.
     url = serializers.CharField(read_only=True, help_text="Where it is served once running; empty until then.")
+    failure = serializers.SerializerMethodField(help_text="Why the run failed; null unless it failed and a pod said.")
 
     class Meta:
         model = Workload
@@ -128,6 +147,7 @@ class WorkloadSerializer(serializers.ModelSerializer):
             "quota_charge",
             "cluster_phase",
             "cluster_message",
+            "failure",
             "url",
             "created_by",
             "created_at",
@@ -136,6 +156,10 @@ class WorkloadSerializer(serializers.ModelSerializer):
             "finished_at",
         ]
         read_only_fields = fields
+
+    @extend_schema_field(FailureSerializer(allow_null=True))
+    def get_failure(self, workload: Workload) -> dict | None:
+        return FailureSerializer(workload.failure).data if workload.failure else None
 
 
 class WorkloadDetailSerializer(WorkloadSerializer):
@@ -157,6 +181,7 @@ class WorkloadDetailSerializer(WorkloadSerializer):
             "storage_uri",
             "canary_storage_uri",
             "canary_traffic_percent",
+            "canary_replicas",
             "deployment_mode",
             "timeline",
         ]

@@ -212,6 +212,8 @@ RESERVED_ENV_NAMES: dict[str, str] = {
     "WORLD_SIZE": "the training controller sets it for distributed training",
     "RANK": "the training controller sets it for distributed training",
     "MPI_HOST": "Volcano's mpi plugin sets it",
+    "OMPI_MCA_plm_rsh_args": "the portal sets mpirun's ssh arguments (the workers' sshd port and keys)",
+    "PRTE_MCA_plm_ssh_args": "the portal sets mpirun's ssh arguments (the workers' sshd port and keys)",
     "VK_TASK_INDEX": "Volcano's env plugin sets it",
     "NB_PREFIX": "the notebook controller sets it",
     "STORAGE_URI": "the portal sets it from storage_uri",

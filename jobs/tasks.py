@@ -89,3 +89,11 @@ def apply_workload(self, workload_id: int) -> None:
             lifecycle.apply_current(workload_id, cluster)
     except ClusterError as exc:
         _retry_later(self, exc)
+
+
+@shared_task(name="jobs.check_cluster", time_limit=30, soft_time_limit=20)
+def check_cluster() -> bool:
+    """Ask the cluster whether it answers, for the pages' banner (they only read the answer)."""
+    from jobs import cluster_status
+
+    return cluster_status.probe().reachable

@@ -8,31 +8,33 @@ workload of another team is a 404 here as there.
 
 Fragment targets: ``#workload-table`` (list, replaced whole: its poll URL carries the
 filters), ``#workload-live`` (detail, inner content polled every 3 s; HTTP 286 ends the
-poll once the workload is over), ``#workload-logs``, ``#offering-picker`` and
-``#preview-panel`` on the request form.
+poll once the workload is over), ``#workload-logs`` and ``#workload-manifests`` (detail,
+each replaced whole and polled while the workload is live; the poll sends a digest of
+what it shows and gets 204, no swap, while nothing changed, so an opened manifest or a
+scrolled log is not reset every few seconds), ``#offering-picker`` and ``#preview-panel``
+on the request form.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 
 import yaml
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import ImproperlyConfigured
 from django.core.paginator import Paginator
 from django.db.models import Q
-from django.http import Http404, HttpResponseBadRequest
+from django.http import Http404, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_GET, require_POST
 
-from jobs import inspect, lifecycle, presets
+from jobs import cluster_status, inspect, lifecycle, presets, waiting
 from jobs.filters import filter_workloads
 from jobs.forms import WorkloadRequestForm, cost_estimate, initial_from_request, offering_rows
-from jobs.kube.client import Cluster
 from jobs.kube.errors import ClusterError
 from jobs.models import ACTIVE_STATES, Kind, State, Workload, WorkloadEvent
 from jobs.specs import SpecError
@@ -45,8 +47,6 @@ PAGE_SIZE = 50
 LOG_TAIL_DEFAULT = 200
 LOG_TAIL_MAX = 5000
 READING_ORDER = {k: i for i, k in enumerate(("apiVersion", "kind", "metadata", "name", "namespace", "spec"))}
-# The operator's problem, not the user's: the details (a file path) go to the log only.
-NO_CLUSTER = "The portal has no cluster to ask right now; the details are in the server log."
 KIND_TITLES = {Kind.NOTEBOOK: "notebook", Kind.TRAINING: "training run", Kind.ENDPOINT: "inference endpoint"}
 
 
@@ -84,6 +84,10 @@ def _kind(kind: str) -> str:
 def workload_list(request):
     qs = filter_workloads(_workloads(request.user), request.GET)
     page = Paginator(qs, PAGE_SIZE).get_page(request.GET.get("page"))
+    page.object_list = list(page.object_list)
+    positions = queue_positions(page.object_list)
+    for w in page.object_list:
+        w.waiting = waiting.explain(w, positions.get(w.pk))
     context = {
         "page": page,
         "filters": {key: request.GET.get(key, "") for key in ("team", "kind", "state")},
@@ -209,20 +213,34 @@ def queue_position(workload: Workload) -> int | None:
     return ahead + 1
 
 
+def queue_positions(workloads: list[Workload]) -> dict[int, int]:
+    """``queue_position`` of each submitted workload in the list, in one query for the list page.
+
+    Reads the submitted workloads of the listed ones' teams (ids and times only) and
+    numbers them per team in the same order as ``queue_position``.
+    """
+    teams = {w.team_id for w in workloads if w.state == State.SUBMITTED and w.submitted_at}
+    if not teams:
+        return {}
+    queued = (
+        Workload.objects.filter(team_id__in=teams, state=State.SUBMITTED, deleted_at__isnull=True)
+        .exclude(submitted_at__isnull=True)
+        .order_by("team_id", "submitted_at", "pk")
+        .values_list("pk", "team_id")
+    )
+    positions: dict[int, int] = {}
+    counts: dict[int, int] = {}
+    for pk, team_id in queued:
+        counts[team_id] = counts.get(team_id, 0) + 1
+        positions[pk] = counts[team_id]
+    return positions
+
+
 def keeps_polling(workload: Workload) -> bool:
     """Whether the page should keep asking: a stopped notebook can start again, other stops are final."""
     if workload.is_finished:
         return False
     return not (workload.state == State.STOPPED and workload.kind != Kind.NOTEBOOK)
-
-
-def _live_details(workload: Workload) -> inspect.Live:
-    try:
-        with Cluster.from_settings() as cluster:
-            return inspect.live_details(workload, cluster)
-    except ImproperlyConfigured:
-        log.exception("no cluster to read live details from")
-        return inspect.Live(error=NO_CLUSTER)
 
 
 def _timeline(workload: Workload) -> list[WorkloadEvent]:
@@ -248,11 +266,37 @@ def _manifests_yaml(objects: list[dict]) -> str:
 
 
 def _live_context(workload: Workload) -> dict:
+    position = queue_position(workload)
     return {
         "workload": workload,
         "timeline": _timeline(workload),
-        "queue_position": queue_position(workload),
-        "live": _live_details(workload),
+        "queue_position": position,
+        "waiting": waiting.explain(workload, position),
+        "live": inspect.live_details(workload),
+        "polling": keeps_polling(workload),
+    }
+
+
+def _digest(*parts: object) -> str:
+    """A short fingerprint of what a polled panel shows, so an unchanged panel is not swapped."""
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def _unchanged(request, digest: str, polling: bool) -> HttpResponse | None:
+    """204 (htmx swaps nothing and keeps polling) when the poll already shows ``digest``."""
+    if polling and _fragment(request) and request.GET.get("seen") == digest:
+        response = HttpResponse(status=204)
+        patch_vary_headers(response, ("HX-Request",))
+        return response
+    return None
+
+
+def _manifests_context(workload: Workload) -> dict:
+    manifests_yaml = _manifests_yaml(workload.applied_manifests) if workload.applied_manifests else ""
+    return {
+        "workload": workload,
+        "manifests_yaml": manifests_yaml,
+        "manifests_digest": _digest(manifests_yaml),
         "polling": keeps_polling(workload),
     }
 
@@ -263,12 +307,12 @@ def workload_detail(request, pk: int):
     workload = _workload(request.user, pk)
     context = {
         **_live_context(workload),
+        **_manifests_context(workload),
         "request_fields": {
             key: json.dumps(value) if isinstance(value, list | dict) else value
             for key, value in lifecycle.request_data(workload).items()
             if value not in ([], {})
         },
-        "manifests_yaml": _manifests_yaml(workload.applied_manifests) if workload.applied_manifests else "",
         "can_stop": workload.state in (State.PENDING_APPROVAL, *ACTIVE_STATES),
         "can_start": workload.kind == Kind.NOTEBOOK and workload.state == State.STOPPED,
         "can_manage": can_manage_team(request.user, workload.team),
@@ -319,22 +363,50 @@ def workload_live(request, pk: int):
 
 @login_required
 @require_GET
+def workload_manifests(request, pk: int):
+    """The "Manifests applied" panel, polled while the workload is live (it fills in at submission)."""
+    workload = _workload(request.user, pk)
+    if not _fragment(request):
+        return redirect("workload-detail", pk=pk)
+    context = _manifests_context(workload)
+    if (unchanged := _unchanged(request, context["manifests_digest"], context["polling"])) is not None:
+        return unchanged
+    # The swapped-in panel has no poll once the workload is over; 286 says so to htmx as well.
+    response = render(request, "jobs/_workload_manifests.html", context, status=200 if context["polling"] else 286)
+    patch_vary_headers(response, ("HX-Request",))
+    return response
+
+
+@login_required
+@require_GET
 def workload_logs(request, pk: int):
     workload = _workload(request.user, pk)
     try:
         tail = min(max(int(request.GET.get("tail", LOG_TAIL_DEFAULT)), 1), LOG_TAIL_MAX)
     except ValueError:
         tail = LOG_TAIL_DEFAULT
-    context = {"workload": workload, "tail": tail, "pod": "", "pods": [], "log": "", "error": ""}
-    try:
-        with Cluster.from_settings() as cluster:
+    context = {
+        "workload": workload,
+        "tail": tail,
+        # Kept while the cluster does not answer, so the poll goes on asking for the same pod.
+        "pod": request.GET.get("pod", "")[:253],
+        "pods": [],
+        "log": "",
+        "error": "",
+        "polling": keeps_polling(workload),
+    }
+    cluster, context["error"] = cluster_status.page_cluster(inspect.LOGS)
+    if cluster is not None:
+        try:
             pod, text, pods = inspect.logs(workload, cluster, pod=request.GET.get("pod") or None, tail_lines=tail)
-        context.update(pod=pod, pods=pods, log=text)
-    except ClusterError as exc:
-        context["error"] = f"The cluster did not answer: {exc}"
-    except ImproperlyConfigured:
-        log.exception("no cluster to read logs from")
-        context["error"] = NO_CLUSTER
+        except ClusterError as exc:
+            context["error"] = cluster_status.unavailable(exc, inspect.LOGS)
+        else:
+            cluster_status.answered()
+            context.update(pod=pod, pods=pods, log=text)
+    context["logs_digest"] = _digest(context["pod"], context["pods"], context["log"], context["error"], tail)
+    if (unchanged := _unchanged(request, context["logs_digest"], context["polling"])) is not None:
+        return unchanged
     return _render(request, "jobs/workload_logs.html", "jobs/_workload_logs.html", context)
 
 
@@ -421,6 +493,8 @@ def workload_rollout(request, pk: int):
         lifecycle.rollout(request.user, workload, request.POST.get("storage_uri", "").strip(), percent)
     except SpecError as exc:
         messages.error(request, _rollout_error(exc))
+    except QuotaRefused as exc:
+        messages.error(request, f"Not rolled out: {exc}")
     else:
         share = "all traffic" if percent is None else f"{percent}% of the traffic as a canary"
         messages.success(request, f"{workload} is rolling out the new model version to {share}.")

@@ -1,6 +1,10 @@
 from django.contrib import admin
 
+from portal.forms import AdminLoginForm
 from portal.models import ApiToken, Membership, Offering, Team
+
+# The admin's login page checks passwords too: the same failed-login budgets apply.
+admin.site.login_form = AdminLoginForm
 
 
 class MembershipInline(admin.TabularInline):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 from celery import Celery
+from django.conf import settings
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
 
@@ -17,7 +18,7 @@ app.autodiscover_tasks()
 app.conf.beat_schedule = {
     "reconcile-workloads": {
         "task": "jobs.reconcile",
-        "schedule": float(os.environ.get("PORTAL_RECONCILE_INTERVAL_SECONDS", "10")),
+        "schedule": float(settings.RECONCILE_INTERVAL_SECONDS),
         "options": {"expires": 30},
     },
     "refresh-capacity": {
@@ -36,4 +37,5 @@ app.conf.beat_schedule = {
         "options": {"expires": 600},
     },
     "jobs-recount-quota-usage": {"task": "jobs.recount_quota_usage", "schedule": 300.0, "options": {"expires": 240}},
+    "jobs-check-cluster": {"task": "jobs.check_cluster", "schedule": 30.0, "options": {"expires": 25}},
 }

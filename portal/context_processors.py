@@ -3,6 +3,7 @@ from __future__ import annotations
 from django.urls import NoReverseMatch, reverse
 
 from portal.access import is_platform_admin, visible_teams
+from portal.notices import unread_count
 
 # (label, URL name, platform admins only). Sections appear once their pages exist.
 NAV = [
@@ -42,4 +43,6 @@ def shell(request):
         "current_team": current,
         "is_platform_admin": admin,
         "nav_items": _nav_items(request, admin),
+        # Cached (portal.notices): on every page without costing every page a query.
+        "unread_notices": unread_count(user),
     }

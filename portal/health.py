@@ -1,8 +1,14 @@
-"""Liveness and readiness probes."""
+"""Liveness and readiness probes.
+
+Readiness checks the database and the broker, plus the checks apps register with
+``register_check`` (the jobs app adds the cluster): portal imports none of their modules.
+"""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from django.conf import settings
 from django.db import connection
@@ -11,6 +17,22 @@ from django.views.decorators.cache import never_cache
 from kombu import Connection
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Check:
+    run: Callable[[], str | None]  # the reason it is down, or None
+    # A public reason is a few fixed words ("timed out") that name no host or user, shown
+    # to any caller; other reasons are shown only in development.
+    public_reason: bool = False
+
+
+_CHECKS: dict[str, Check] = {}
+
+
+def register_check(name: str, run: Callable[[], str | None], *, public_reason: bool = False) -> None:
+    """Add a readiness check (once per name: a second registration replaces the first)."""
+    _CHECKS[name] = Check(run, public_reason)
 
 
 @never_cache
@@ -39,15 +61,25 @@ def _broker_ok() -> str | None:
 @never_cache
 def readyz(request):
     checks = {"database": _database_ok(), "broker": _broker_ok()}
+    public = set()
+    for name, check in _CHECKS.items():
+        try:
+            checks[name] = check.run()
+        except Exception as exc:  # a broken check is a down check, not a crashed probe
+            log.exception("readyz: the %s check failed", name)
+            checks[name] = type(exc).__name__
+        if check.public_reason:
+            public.add(name)
     down = {name: error for name, error in checks.items() if error}
     for name, error in down.items():
         log.warning("readyz: %s is down: %s", name, error)
     # Anyone may call the probe: the error text (host names, users) is logged, and shown
-    # only in development.
+    # only in development, unless the check's reasons are public.
     body = {
         "status": "ok" if not down else "unavailable",
         "checks": {
-            name: (f"down: {down[name]}" if settings.DEBUG else "down") if name in down else "ok" for name in checks
+            name: (f"down: {down[name]}" if settings.DEBUG or name in public else "down") if name in down else "ok"
+            for name in checks
         },
     }
     return JsonResponse(body, status=503 if down else 200)

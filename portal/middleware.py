@@ -2,6 +2,8 @@ from __future__ import annotations
 
 from django.http import HttpResponseBadRequest, JsonResponse
 
+from portal.jsonbody import depth_over_limit, is_json, too_deep_message
+
 # Every asset is served by the portal itself, so 'self' is enough; no unsafe-eval.
 # htmx needs no eval; its indicator styles are disabled in base.html.
 CSP = "; ".join(
@@ -64,4 +66,26 @@ class RefuseNulCharacters:
             if request.path_info.startswith("/api/"):
                 return JsonResponse({"detail": NUL_REFUSED}, status=400)
             return HttpResponseBadRequest(NUL_REFUSED, content_type="text/plain")
+        return self.get_response(request)
+
+
+class RefuseDeepJson:
+    """400 for a JSON body nested deeper than ``portal.jsonbody.MAX_DEPTH``, for every caller.
+
+    Refused here, before authentication, so that an anonymous caller and a signed-in one
+    get the same answer and no view, authentication class or parser ever recurses into
+    such a body (DRF's parser has the same check for views reached another way).
+    """
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        if request.method not in ("GET", "HEAD", "OPTIONS") and is_json(request.META.get("CONTENT_TYPE", "")):
+            depth = depth_over_limit(request.body)
+            if depth:
+                message = too_deep_message(depth)
+                if request.path_info.startswith("/api/"):
+                    return JsonResponse({"detail": message}, status=400)
+                return HttpResponseBadRequest(message, content_type="text/plain")
         return self.get_response(request)

@@ -133,6 +133,9 @@ class Offering(models.Model):
     total_units = models.PositiveIntegerField(null=True, blank=True)
     free_units = models.PositiveIntegerField(null=True, blank=True)
     capacity_observed_at = models.DateTimeField(null=True, blank=True)
+    # Units each node of the offering holds at most, largest first (jobs.capacity); what
+    # jobs.fit checks a request against. Null: never observed, or not countable.
+    node_units = models.JSONField(null=True, blank=True)
 
     class Meta:
         ordering = ["kind", "slug"]

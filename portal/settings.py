@@ -53,7 +53,43 @@ def env_int(name: str, default: int, minimum: int = 0) -> int:
 
 
 def env_list(name: str, default: str) -> list[str]:
-    return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
+    # Empty counts as unset, as for every other variable: a chart that renders `value: ""`
+    # must not turn "the default registries" into "no registries".
+    return [item.strip() for item in (os.environ.get(name) or default).split(",") if item.strip()]
+
+
+def env_float(name: str, default: float, minimum: float = 0.0, maximum: float | None = None) -> float:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name} must be a number, not {raw!r}") from None
+    # float() accepts "nan" and "inf"; neither is a threshold or a timeout anyone means.
+    if value != value or value in (float("inf"), float("-inf")):
+        raise ImproperlyConfigured(f"{name} must be a finite number, not {raw!r}")
+    if value < minimum:
+        raise ImproperlyConfigured(f"{name} must be at least {minimum:g}, not {value:g}")
+    if maximum is not None and value > maximum:
+        raise ImproperlyConfigured(f"{name} must be at most {maximum:g}, not {value:g}")
+    return value
+
+
+def env_choice(name: str, default: str, choices: tuple[str, ...]) -> str:
+    value = (os.environ.get(name) or default).strip().lower()
+    if value not in choices:
+        raise ImproperlyConfigured(f"{name} must be one of {', '.join(choices)}, not {value!r}")
+    return value
+
+
+def env_urls(name: str, default: str = "") -> list[str]:
+    """Comma-separated http(s) URLs; a typo such as a missing scheme fails at start, not at the first scrape."""
+    urls = env_list(name, default)
+    for url in urls:
+        if not re.fullmatch(r"https?://[^\s/?#]+[^\s]*", url):
+            raise ImproperlyConfigured(f"{name} must be comma-separated http:// or https:// URLs, not {url!r}")
+    return urls
 
 
 PORTAL_ENV = os.environ.get("PORTAL_ENV", "development")
@@ -108,6 +144,7 @@ MIDDLEWARE = [
     "portal.middleware.ContentSecurityPolicyMiddleware",
     # Innermost, so its 400 still gets every header the middleware above adds.
     "portal.middleware.RefuseNulCharacters",
+    "portal.middleware.RefuseDeepJson",
 ]
 
 ROOT_URLCONF = "portal.urls"
@@ -206,6 +243,12 @@ REST_FRAMEWORK = {
     "PAGE_SIZE": 50,
     "DEFAULT_SCHEMA_CLASS": "portal.schema.PortalAutoSchema",
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    # DRF's three, with JSON nesting limited (portal/jsonbody.py says why).
+    "DEFAULT_PARSER_CLASSES": [
+        "portal.parsers.DepthLimitedJSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
     "EXCEPTION_HANDLER": "portal.api.exception_handler",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
 }
@@ -246,6 +289,10 @@ if PRODUCTION and not KUBE_CONFIG:
     raise ImproperlyConfigured("PORTAL_KUBECONFIG must be a kubeconfig path or 'in-cluster'")
 KUBE_CONTEXT = os.environ.get("PORTAL_KUBE_CONTEXT", "")
 KUBE_REQUEST_TIMEOUT = env_int("PORTAL_KUBE_TIMEOUT_SECONDS", 10, minimum=1)
+# Pages read the cluster with short timeouts (connect, read in seconds): a slow cluster
+# shows "not answering" quickly instead of holding every panel for KUBE_REQUEST_TIMEOUT.
+KUBE_CONNECT_TIMEOUT = env_int("PORTAL_KUBE_CONNECT_TIMEOUT", 2, minimum=1)
+KUBE_READ_TIMEOUT = env_int("PORTAL_KUBE_READ_TIMEOUT", 3, minimum=1)
 CLUSTER_PROFILE = Path(os.environ.get("PORTAL_CLUSTER_PROFILE", BASE_DIR / "deploy" / "cluster-profiles" / "demo.yaml"))
 # Images users may run; an entry is a registry host or a host/path prefix.
 ALLOWED_IMAGE_REGISTRIES = env_list(
@@ -253,18 +300,83 @@ ALLOWED_IMAGE_REGISTRIES = env_list(
     "nvcr.io,docker.io/pytorch,docker.io/library,docker.io/kserve,"
     "docker.io/kubeflownotebookswg,ghcr.io/kubeflow,quay.io/jupyter",
 )
+# The notebook images offered in the request form's image picker; the first is the form's
+# default. Kubeflow's notebook-server images serve Jupyter under NB_PREFIX as the Notebook
+# controller's URL needs; other Jupyter images get base_url arguments from the builder.
+# A list given here must be all from allowed registries (checked at start-up: jobs.checks);
+# of the default list, the form offers those the allowed registries admit.
+NOTEBOOK_IMAGES_GIVEN = bool(os.environ.get("PORTAL_NOTEBOOK_IMAGES", "").strip())
+NOTEBOOK_IMAGES = env_list(
+    "PORTAL_NOTEBOOK_IMAGES",
+    "ghcr.io/kubeflow/kubeflow/notebook-servers/jupyter-pytorch-cuda-full:v1.10.0,"
+    "ghcr.io/kubeflow/kubeflow/notebook-servers/jupyter-pytorch-full:v1.10.0,"
+    "ghcr.io/kubeflow/kubeflow/notebook-servers/jupyter-tensorflow-cuda-full:v1.10.0,"
+    "ghcr.io/kubeflow/kubeflow/notebook-servers/jupyter-scipy:v1.10.0,"
+    "quay.io/jupyter/pytorch-notebook:2024-12-02",
+)
 # The reconcile: how often it runs, when a queued workload's task counts as lost, and
 # how long a finished workload's objects stay (so its logs and events can be read).
 RECONCILE_INTERVAL_SECONDS = env_int("PORTAL_RECONCILE_INTERVAL_SECONDS", 10, minimum=1)
 LOST_TASK_AFTER_SECONDS = env_int("PORTAL_LOST_TASK_AFTER_SECONDS", 60, minimum=1)
 FINISHED_OBJECT_RETENTION_SECONDS = env_int("PORTAL_FINISHED_RETENTION_SECONDS", 3600, minimum=0)
 # Where users open a running notebook: Kubeflow serves each one under this path.
-NOTEBOOK_URL_TEMPLATE = os.environ.get(
-    "PORTAL_NOTEBOOK_URL_TEMPLATE", "http://kubeflow.local/notebook/{namespace}/{name}/"
+NOTEBOOK_URL_TEMPLATE = (
+    os.environ.get("PORTAL_NOTEBOOK_URL_TEMPLATE") or "http://kubeflow.local/notebook/{namespace}/{name}/"
 )
+if not re.fullmatch(r"https?://\S+", NOTEBOOK_URL_TEMPLATE) or set(re.findall(r"\{[^}]*\}", NOTEBOOK_URL_TEMPLATE)) - {
+    "{namespace}",
+    "{name}",
+}:
+    raise ImproperlyConfigured(
+        "PORTAL_NOTEBOOK_URL_TEMPLATE must be an http(s) URL using only {namespace} and {name}, "
+        f"not {NOTEBOOK_URL_TEMPLATE!r}"
+    )
 # Called at admission with the team: True sends burst requests to approval (budget policy).
-BURST_BUDGET_CHECK = os.environ.get("PORTAL_BURST_BUDGET_CHECK", "usage.budgets.over_budget")
-TEAM_NAMESPACE_PREFIX = os.environ.get("PORTAL_TEAM_NAMESPACE_PREFIX", "team-")
+# Empty turns the budget policy off.
+BURST_BUDGET_CHECK = os.environ.get("PORTAL_BURST_BUDGET_CHECK", "usage.budgets.over_budget").strip()
+if BURST_BUDGET_CHECK and not re.fullmatch(r"[A-Za-z_][\w]*(\.[A-Za-z_]\w*)+", BURST_BUDGET_CHECK):
+    raise ImproperlyConfigured(
+        f"PORTAL_BURST_BUDGET_CHECK must be a dotted path to a function (or empty), not {BURST_BUDGET_CHECK!r}"
+    )
+# Team namespaces are <prefix><team slug>: the prefix must keep that a DNS label.
+TEAM_NAMESPACE_PREFIX = os.environ.get("PORTAL_TEAM_NAMESPACE_PREFIX") or "team-"
+if not re.fullmatch(r"[a-z]([-a-z0-9]{0,19})", TEAM_NAMESPACE_PREFIX):
+    raise ImproperlyConfigured(
+        "PORTAL_TEAM_NAMESPACE_PREFIX must be up to 20 lowercase letters, digits or '-', starting with a letter, "
+        f"not {TEAM_NAMESPACE_PREFIX!r}"
+    )
+
+# --- GPU usage: where samples come from, idle culling, retention -----------------------
+# The names match the environment variables, as usage/ reads them (settings.PORTAL_*).
+# "scrape": dcgm-exporter /metrics endpoints listed in PORTAL_DCGM_URLS (outside
+# production, empty means the sandbox's own /metrics, found from the kubeconfig);
+# "prometheus": query PORTAL_PROMETHEUS_URL for the DCGM series it scrapes.
+PORTAL_METRICS_SOURCE = env_choice("PORTAL_METRICS_SOURCE", "scrape", ("scrape", "prometheus"))
+PORTAL_DCGM_URLS = env_urls("PORTAL_DCGM_URLS")
+PORTAL_DCGM_TOKEN = os.environ.get("PORTAL_DCGM_TOKEN", "")
+PORTAL_PROMETHEUS_URL = (env_urls("PORTAL_PROMETHEUS_URL") or [""])[0]
+if len(env_list("PORTAL_PROMETHEUS_URL", "")) > 1:
+    raise ImproperlyConfigured("PORTAL_PROMETHEUS_URL must be one URL, not a list")
+if PORTAL_METRICS_SOURCE == "prometheus" and not PORTAL_PROMETHEUS_URL:
+    raise ImproperlyConfigured("PORTAL_PROMETHEUS_URL must be set when PORTAL_METRICS_SOURCE=prometheus")
+# Extra PromQL label matchers for the DCGM series, e.g. cluster="gpu-1".
+PORTAL_PROMETHEUS_MATCHERS = os.environ.get("PORTAL_PROMETHEUS_MATCHERS", "")
+PORTAL_PROMETHEUS_TOKEN = os.environ.get("PORTAL_PROMETHEUS_TOKEN", "")
+PORTAL_METRICS_WINDOW_SECONDS = env_int("PORTAL_METRICS_WINDOW_SECONDS", 60, minimum=1)
+PORTAL_METRICS_TIMEOUT_SECONDS = env_float("PORTAL_METRICS_TIMEOUT_SECONDS", 10.0, minimum=0.1)
+# The bearer token Prometheus sends to scrape the portal's own /metrics (unset: open in
+# development, refused in production).
+PORTAL_METRICS_TOKEN = os.environ.get("PORTAL_METRICS_TOKEN", "")
+# The platform's idle-notebook rule (teams may set their own): a notebook whose GPU
+# activity stays under the threshold for PORTAL_IDLE_MINUTES is warned, and stopped
+# PORTAL_IDLE_GRACE_MINUTES later.
+PORTAL_IDLE_ENABLED = env_bool("PORTAL_IDLE_ENABLED", True)
+PORTAL_IDLE_THRESHOLD_PERCENT = env_float("PORTAL_IDLE_THRESHOLD_PERCENT", 5.0, minimum=0, maximum=100)
+PORTAL_IDLE_MINUTES = env_int("PORTAL_IDLE_MINUTES", 60, minimum=1)
+PORTAL_IDLE_GRACE_MINUTES = env_int("PORTAL_IDLE_GRACE_MINUTES", 30, minimum=0)
+# Per-minute rows feed charts and idle detection (hours back); hourly rows feed spend reports.
+PORTAL_USAGE_MINUTE_RETENTION_DAYS = env_int("PORTAL_USAGE_MINUTE_RETENTION_DAYS", 14, minimum=1)
+PORTAL_USAGE_HOUR_RETENTION_DAYS = env_int("PORTAL_USAGE_HOUR_RETENTION_DAYS", 90, minimum=1)
 
 # Demo logins exist only on a laptop; seed_demo refuses to run in production.
 DEMO_PASSWORD = "" if PRODUCTION else os.environ.get("PORTAL_DEMO_PASSWORD", "gpu-demo-2026")
@@ -342,6 +454,7 @@ if OIDC_ENABLED:
     AUTHENTICATION_BACKENDS.append("portal.oidc.SSOBackend")
 # The login page shows the SSO button only when it is configured.
 TEMPLATES[0]["OPTIONS"]["context_processors"].append("portal.oidc.sso")
+TEMPLATES[0]["OPTIONS"]["context_processors"].append("jobs.cluster_status.banner")
 
 # --- Rate limits ----------------------------------------------------------------------
 # The cache holds the API rate counters, shared by every web process through Redis.
@@ -367,3 +480,14 @@ if API_RATE != "off" and not re.fullmatch(r"[1-9][0-9]*/(s|sec|second|m|min|minu
 if API_RATE != "off":
     REST_FRAMEWORK["DEFAULT_THROTTLE_CLASSES"] = ["portal.throttling.ApiRateThrottle"]
     REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"] = {"api": API_RATE}
+
+# --- Failed logins ----------------------------------------------------------------------
+# Password logins (the login page and the admin's) per username and per client address
+# within a window; over either budget, login is refused for the rest of the window (429
+# with Retry-After). 0 switches a budget off. portal/login_throttle.py says why each way.
+LOGIN_MAX_FAILURES = env_int("PORTAL_LOGIN_MAX_FAILURES", 5)
+LOGIN_MAX_FAILURES_PER_IP = env_int("PORTAL_LOGIN_MAX_FAILURES_PER_IP", 20)
+LOGIN_LOCKOUT_SECONDS = env_int("PORTAL_LOGIN_LOCKOUT_SECONDS", 900, minimum=1)
+# Reverse proxies in front of the portal that append to X-Forwarded-For (an ingress: 1).
+# 0 uses the connection's address and ignores the header, which any client can forge.
+LOGIN_TRUSTED_PROXIES = env_int("PORTAL_LOGIN_TRUSTED_PROXIES", 0)

@@ -14,12 +14,14 @@ router.register("offerings", api_views.OfferingViewSet, basename="offering")
 
 urlpatterns = [
     path("", views.home, name="home"),
-    path("login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
+    path("login/", views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("oidc/", include("portal.oidc")),
     path("profile/", views.profile, name="profile"),
     path("profile/tokens/<int:pk>/revoke/", views.revoke_token, name="revoke-token"),
     path("team/switch/", views.switch_team, name="switch-team"),
+    path("notices/", views.notice_list, name="notice-list"),
+    path("notices/read/", views.notice_read, name="notice-read"),
     path("healthz", health.healthz, name="healthz"),
     path("readyz", health.readyz, name="readyz"),
     path("api/v1/", include(router.urls)),

@@ -10,7 +10,7 @@ email goes after commit) and, for exceptions, let jobs move the waiting workload
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from decimal import Decimal
 
@@ -21,12 +21,68 @@ from django.utils import timezone
 
 from portal.access import is_platform_admin
 from portal.notices import notify
+from portal.units import class_amount
 from quotas import admission, audit
 from quotas.admission import fmt
-from quotas.gpu_classes import Charge
+from quotas.gpu_classes import Charge, mig_class
 from quotas.models import AuditEntry, Decision, Quota, QuotaException, QuotaRequest, RequestState
 from quotas.requests import expiry_of, set_quota
 from quotas.signals import exception_decided, quota_changed
+
+# workload ids -> {id: why the cluster can never hold it}. jobs registers it (quotas cannot
+# import jobs); the console warns on exceptions whose workload could never run, so an
+# admin does not approve quota for work that would wait forever.
+NeverFitsCheck = Callable[[Iterable[int]], dict[int, str]]
+_never_fits: NeverFitsCheck | None = None
+
+
+def set_never_fits_check(check: NeverFitsCheck | None) -> None:
+    global _never_fits
+    _never_fits = check
+
+
+def never_fits(workload_ids: Iterable[int]) -> dict[int, str]:
+    """Why each of these workloads could never run on the cluster (only those that could not)."""
+    ids = list(workload_ids)
+    if _never_fits is None or not ids:
+        return {}
+    return _never_fits(ids)
+
+
+def cluster_totals(offerings) -> dict[str, Decimal]:
+    """GPU class -> how much of it the cluster has in all, from each offering's node inventory.
+
+    A model's class counts physical GPUs: each offering's units times its share of a GPU
+    (MIG slices and shared GPUs of one pool add up to the pool's GPUs); a MIG profile's
+    class counts its slices. A class with any offering whose inventory is unknown (never
+    observed, or not countable) is left out: no warning beats a wrong one.
+    """
+    totals: dict[str, Decimal] = {}
+    unknown: set[str] = set()
+    for o in offerings:
+        if o.kind == "cpu" or not o.gpu_model:
+            continue
+        classes = [o.gpu_model] + ([mig_class(o.gpu_model, o.mig_profile)] if o.kind == "mig" else [])
+        if o.node_units is None:
+            unknown.update(classes)
+            continue
+        units = sum(int(u) for u in o.node_units)
+        totals[o.gpu_model] = totals.get(o.gpu_model, Decimal(0)) + Decimal(units * o.share_numerator) / Decimal(
+            o.share_denominator
+        )
+        if o.kind == "mig":
+            profile = mig_class(o.gpu_model, o.mig_profile)
+            totals[profile] = totals.get(profile, Decimal(0)) + units
+    return {cls: total for cls, total in totals.items() if cls not in unknown}
+
+
+def beyond_cluster(request: QuotaRequest, totals: dict[str, Decimal]) -> str:
+    """Why a quota request asks for more than the cluster has, or "" (a limit can never be used in full)."""
+    total = totals.get(request.gpu_class)
+    asked = max((v for v in (request.guaranteed, request.limit) if v is not None), default=None)
+    if total is None or asked is None or asked <= total:
+        return ""
+    return f"the cluster has {fmt(total)} {request.gpu_class} in all, so {fmt(asked)} could never be used in full"
 
 
 class DecisionError(Exception):
@@ -172,7 +228,7 @@ def decide_exception(actor, exception_id: int, *, approve: bool, comment: str = 
         exception.decided_by = actor
         exception.decided_at = timezone.now()
         exception.comment = comment
-        amount = f"{fmt(exception.amount)} {exception.gpu_class}"
+        amount = class_amount(exception.gpu_class, exception.amount)  # "1 H100-80GB GPU", as admission says it
         if approve:
             before = _quota_values(team, exception.gpu_class)
             exception.decision = Decision.APPROVED

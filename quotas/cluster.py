@@ -1,5 +1,7 @@
 """A team's quota as the cluster enforces it: ResourceQuota and Volcano Queue amounts.
 
+CPU and memory quotas (``quotas.compute``) become ``cpu`` and ``memory`` there as they are.
+
 Quotas are kept per GPU class (a model or a MIG profile); the cluster counts extended
 resources. Each active offering turns a class's GPUs into its own resource's units (an
 A100 quota of 2 GPUs that counts slices allows 14 ``nvidia.com/mig-1g.10gb``), and
@@ -29,6 +31,7 @@ import yaml
 from django.conf import settings
 
 from portal.models import Offering
+from quotas import compute
 from quotas.gpu_classes import mig_class
 from quotas.models import Quota
 
@@ -120,8 +123,12 @@ def units(amount: Decimal, per_unit: Decimal) -> int:
     return int(exact.to_integral_value(rounding=ROUND_FLOOR))
 
 
-def resource_amounts(quotas: Mapping[str, ClassQuota], offerings: Iterable) -> dict[str, tuple[int, int]]:
-    """Extended resource name → (guaranteed, ceiling) in that resource's units. Pure."""
+def resource_amounts(quotas: Mapping[str, ClassQuota], offerings: Iterable) -> dict[str, tuple[Any, Any]]:
+    """Resource name → (guaranteed, ceiling) in that resource's units. Pure.
+
+    Extended resources in whole units; ``cpu`` in cores (a Fraction) and ``memory`` in
+    bytes, for a team with a CPU or memory quota (``quotas.compute``).
+    """
     totals: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     counted: set[tuple[str, str]] = set()  # two pools of one model share one resource
     for offering in offerings:
@@ -137,7 +144,11 @@ def resource_amounts(quotas: Mapping[str, ClassQuota], offerings: Iterable) -> d
         entry = totals[offering.resource_name]
         entry[0] += units(quota.guaranteed, per_unit)
         entry[1] += units(quota.ceiling, per_unit)
-    return {name: (g, c) for name, (g, c) in sorted(totals.items())}
+    amounts: dict[str, tuple[Any, Any]] = {name: (g, c) for name, (g, c) in totals.items()}
+    for name in compute.CLASSES:
+        if name in quotas:
+            amounts[name] = compute.cluster_amounts(quotas[name].guaranteed, quotas[name].ceiling, name)
+    return dict(sorted(amounts.items()))
 
 
 def active_offerings() -> list[Offering]:

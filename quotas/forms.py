@@ -6,7 +6,13 @@ from __future__ import annotations
 
 from django import forms
 
+from quotas.compute import is_compute_class, unit
 from quotas.requests import QuotaInputError, known_gpu_classes
+
+
+def class_choices(classes: list[str]) -> list[tuple[str, str]]:
+    """A GPU class as it is; ``cpu`` and ``memory`` with their unit, since the amounts are not GPUs."""
+    return [(c, f"{c} ({unit(c)})" if is_compute_class(c) else c) for c in classes]
 
 
 class QuotaRequestForm(forms.Form):
@@ -39,7 +45,7 @@ class QuotaRequestForm(forms.Form):
     def __init__(self, *args, team=None, **kwargs):
         super().__init__(*args, **kwargs)
         classes = known_gpu_classes(team)
-        self.fields["gpu_class"].choices = [(c, c) for c in classes]
+        self.fields["gpu_class"].choices = class_choices(classes)
         if team is not None:
             self.fields["team"].initial = team.slug
         # Unique ids per team: one page shows a form for each team the user manages.
@@ -65,7 +71,7 @@ class QuotaSetForm(forms.Form):
 
         super().__init__(*args, **kwargs)
         self.fields["team"].queryset = Team.objects.order_by("slug")
-        self.fields["gpu_class"].choices = [(c, c) for c in known_gpu_classes()]
+        self.fields["gpu_class"].choices = class_choices(known_gpu_classes())
         self.auto_id = "id_set-%s"
 
     def show_errors(self, exc: QuotaInputError) -> None:

@@ -14,6 +14,16 @@ from portal.models import Membership, Team
 GPU_AMOUNT = {"max_digits": 12, "decimal_places": 6}
 
 
+def _at(at) -> str:
+    """ "2026-12-03 10:15 UTC", in the portal's time zone."""
+    return f"{timezone.localtime(at):%Y-%m-%d %H:%M %Z}"
+
+
+def _when(at) -> str:
+    """ " on 2026-12-03 10:15 UTC", or "" when unknown."""
+    return f" on {_at(at)}" if at is not None else ""
+
+
 class Quota(models.Model):
     """A team's allowance of one GPU class, in GPUs (or slices, for a MIG-profile class).
 
@@ -92,6 +102,14 @@ class QuotaException(models.Model):
 
     def __str__(self) -> str:
         return f"{self.team}: {self.amount} {self.gpu_class} for workload {self.workload_id}"
+
+    @property
+    def status(self) -> str:
+        """The decision with who and when, e.g. "Denied by admin on 2026-12-03 10:15 UTC"."""
+        if self.decision == Decision.PENDING:
+            return "Pending: waiting for a platform admin"
+        who = f" by {self.decided_by.username}" if self.decided_by_id else ""
+        return f"{Decision(self.decision).label}{who}{_when(self.decided_at)}"
 
 
 class RequestState(models.TextChoices):
@@ -188,6 +206,33 @@ class QuotaRequest(models.Model):
     @property
     def is_temporary(self) -> bool:
         return self.until is not None
+
+    @property
+    def decision(self) -> str:
+        """What was decided, in one word: Approved, Denied, Withdrawn, or Pending.
+
+        A temporary grant that ended (state ``expired``, reached only from ``approved``)
+        was approved: people ask "was my request approved?", not "is it still running?".
+        """
+        if self.state in (RequestState.APPROVED, RequestState.EXPIRED):
+            return "Approved"
+        return RequestState(self.state).label
+
+    @property
+    def status(self) -> str:
+        """The decision with who and when, e.g. "Approved by admin on 2026-12-03 10:15 UTC; until 2026-12-31"."""
+        when = _when(self.decided_at)
+        if self.state == RequestState.PENDING:
+            return "Pending: waiting for a platform admin"
+        if self.state == RequestState.WITHDRAWN:
+            return f"Withdrawn{when}"
+        who = f" by {self.decided_by.username}" if self.decided_by_id else ""
+        text = f"{self.decision}{who}{when}"
+        if self.state == RequestState.APPROVED and self.expires_at is not None:
+            text += f"; until {_at(self.expires_at)}"
+        elif self.state == RequestState.EXPIRED:
+            text += f"; ended{_when(self.ended_at)}" + (f" ({self.end_note})" if self.end_note else "")
+        return text
 
     @property
     def is_active_grant(self) -> bool:

@@ -26,6 +26,7 @@ from portal.access import can_manage_team, is_platform_admin
 from portal.models import Offering
 from quotas import audit
 from quotas.admission import fmt
+from quotas.compute import CLASSES
 from quotas.gpu_classes import mig_class
 from quotas.models import AuditEntry, Quota, QuotaRequest, RequestState
 from quotas.signals import quota_changed
@@ -70,12 +71,12 @@ def parse_amount(raw: Any, field: str, errors: dict[str, list[str]]) -> Decimal 
     if raw is None or raw == "":
         return None
     if isinstance(raw, bool):
-        errors.setdefault(field, []).append("must be a number of GPUs, e.g. 8 or 0.5")
+        errors.setdefault(field, []).append("must be a number (GPUs, or cores or GiB for cpu or memory), e.g. 8 or 0.5")
         return None
     try:
         value = Decimal(str(raw).strip())
     except InvalidOperation:
-        errors.setdefault(field, []).append("must be a number of GPUs, e.g. 8 or 0.5")
+        errors.setdefault(field, []).append("must be a number (GPUs, or cores or GiB for cpu or memory), e.g. 8 or 0.5")
         return None
     if not value.is_finite() or value < 0:
         errors.setdefault(field, []).append("must be 0 or more")
@@ -89,7 +90,7 @@ def parse_amount(raw: Any, field: str, errors: dict[str, list[str]]) -> Decimal 
 
 
 def known_gpu_classes(team=None) -> list[str]:
-    """GPU classes a quota can name: the models and MIG profiles on offer, and any the team has."""
+    """Classes a quota can name: the models and MIG profiles on offer, any the team has, cpu and memory."""
     classes: set[str] = set()
     for kind, model, profile in (
         Offering.objects.filter(is_active=True).exclude(kind="cpu").values_list("kind", "gpu_model", "mig_profile")
@@ -99,7 +100,8 @@ def known_gpu_classes(team=None) -> list[str]:
             classes.add(mig_class(model, profile))
     if team is not None:
         classes.update(Quota.objects.filter(team=team).values_list("gpu_class", flat=True))
-    return sorted(c for c in classes if c)
+    # CPU (cores) and memory (GiB) last: every team may ask for them (quotas.compute).
+    return sorted(c for c in classes - set(CLASSES) if c) + list(CLASSES)
 
 
 # -- the one way to change a quota -------------------------------------------------------------

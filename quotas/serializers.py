@@ -15,8 +15,12 @@ AMOUNT = {"max_digits": 12, "decimal_places": 6, "coerce_to_string": True}
 
 
 class QuotaRowSerializer(serializers.Serializer):
-    gpu_class = serializers.CharField(help_text="A GPU model (H100-80GB) or a MIG profile (A100-80GB/1g.10gb).")
-    used = serializers.DecimalField(**AMOUNT, help_text="Held by admitted work now, in GPUs (slices for a profile).")
+    gpu_class = serializers.CharField(
+        help_text="A GPU model (H100-80GB), a MIG profile (A100-80GB/1g.10gb), or cpu or memory."
+    )
+    used = serializers.DecimalField(
+        **AMOUNT, help_text="Held by admitted work now, in GPUs (slices for a profile), cores (cpu) or GiB (memory)."
+    )
     guaranteed = serializers.DecimalField(**AMOUNT, help_text="Work within this runs at guaranteed priority.")
     limit = serializers.DecimalField(**AMOUNT, help_text="Work above the guarantee and within this is preemptible.")
     pending = serializers.DecimalField(**AMOUNT, help_text="Asked for by workloads waiting for an exception.")
@@ -45,6 +49,14 @@ class QuotaRequestSerializer(serializers.ModelSerializer):
     team = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     requested_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
     decided_by = serializers.SlugRelatedField(slug_field="username", read_only=True, allow_null=True)
+    decision = serializers.CharField(
+        read_only=True,
+        help_text="Approved, Denied, Withdrawn or Pending. An ended temporary grant (state expired) was Approved.",
+    )
+    status = serializers.CharField(
+        read_only=True,
+        help_text="The decision in words with who and when, e.g. 'Approved by admin on 2026-12-03 10:15 UTC'.",
+    )
 
     class Meta:
         model = QuotaRequest
@@ -59,6 +71,8 @@ class QuotaRequestSerializer(serializers.ModelSerializer):
             "requested_by",
             "requested_at",
             "state",
+            "decision",
+            "status",
             "decided_by",
             "decided_at",
             "comment",
@@ -106,6 +120,10 @@ class QuotaExceptionSerializer(serializers.ModelSerializer):
     team = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     requested_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
     decided_by = serializers.SlugRelatedField(slug_field="username", read_only=True, allow_null=True)
+    status = serializers.CharField(
+        read_only=True,
+        help_text="The decision in words with who and when, e.g. 'Denied by admin on 2026-12-03 10:15 UTC'.",
+    )
 
     class Meta:
         model = QuotaException
@@ -119,6 +137,7 @@ class QuotaExceptionSerializer(serializers.ModelSerializer):
             "requested_by",
             "requested_at",
             "decision",
+            "status",
             "decided_by",
             "decided_at",
             "comment",

@@ -12,6 +12,7 @@ from django.db.models import Sum
 
 from portal.models import Team
 from quotas import audit
+from quotas.compute import is_compute_class, unit
 from quotas.gpu_classes import charge_for
 from quotas.models import AuditEntry, Decision, Quota, QuotaDrift, QuotaException, QuotaRequest, RequestState
 from quotas.signals import quota_changed
@@ -32,6 +33,11 @@ class QuotaRow:
     request_id: int | None = None
     expires_at: datetime | None = None  # a temporary grant is in force until then
     restore_limit: Decimal | None = None  # ... and the limit goes back to this
+
+    @property
+    def compute_unit(self) -> str:
+        """``cores`` or ``GiB`` for a CPU or memory quota; empty for a GPU class."""
+        return unit(self.gpu_class) if is_compute_class(self.gpu_class) else ""
 
     @property
     def free(self) -> Decimal:
@@ -135,7 +141,8 @@ def recount(observed: Totals | Callable[[], Totals]) -> list[QuotaDrift]:
     """Make ``Quota.used`` equal what active work holds; record every difference as drift.
 
     ``observed`` maps (team id, GPU class) to the sum of the ``quota_charge`` of the
-    team's active workloads of that class (jobs knows them; quotas may not import jobs).
+    team's active workloads of that class (jobs knows them; quotas may not import jobs),
+    and (team id, ``cpu``/``memory``) to what they hold of those (``quotas.compute``).
     Pass a callable that computes it: it is called after step 1, so no admission or
     release can happen between the count and the correction. A plain mapping is for
     tests and for repairs while nothing else admits.
@@ -145,7 +152,8 @@ def recount(observed: Totals | Callable[[], Totals]) -> list[QuotaDrift]:
     3. Where ``used`` differs: record a ``QuotaDrift`` and an audit entry, and set
        ``used`` to the total and ``overage`` to ``max(used - limit, 0)`` in one UPDATE,
        so the check constraint holds whatever the drift was. A class with usage but no
-       quota row gets a row with a limit of 0 (all of it overage).
+       quota row gets a row with a limit of 0 (all of it overage), except CPU and memory (no row:
+       not limited).
     4. Teams whose overage changed get ``quota_changed`` (the cluster's ceiling moved).
     """
     drifts: list[QuotaDrift] = []
@@ -165,6 +173,8 @@ def recount(observed: Totals | Callable[[], Totals]) -> list[QuotaDrift]:
             if recorded == expected:
                 continue
             if quota is None:
+                if is_compute_class(key[1]):
+                    continue  # no CPU (memory) quota: the team is not limited in it, nothing to correct
                 quota = Quota.objects.create(team=team, gpu_class=key[1])
             overage = max(expected - quota.limit, ZERO)
             Quota.objects.filter(pk=quota.pk).update(used=expected, overage=overage)

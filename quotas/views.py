@@ -25,7 +25,7 @@ from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_GET, require_POST
 
 from portal.access import can_manage_team, is_platform_admin, team_for, visible_teams
-from portal.models import Membership, Team
+from portal.models import Membership, Offering, Team
 from quotas import approvals, audit, cluster
 from quotas.admission import fmt
 from quotas.forms import DecisionForm, QuotaRequestForm, QuotaSetForm
@@ -178,10 +178,26 @@ def _pending_context(result: approvals.BatchResult | None = None, form: Decision
     ):
         if len(history[entry.team_id]) < HISTORY_PER_TEAM:
             history[entry.team_id].append(entry)
+    never_fits = approvals.never_fits(e.workload_id for e in exceptions)
+    totals = approvals.cluster_totals(Offering.objects.filter(is_active=True)) if requests else {}
     return {
-        "requests": [{"item": r, "rows": rows[r.team_id], "history": history[r.team_id]} for r in requests],
+        "requests": [
+            {
+                "item": r,
+                "rows": rows[r.team_id],
+                "history": history[r.team_id],
+                "beyond_cluster": approvals.beyond_cluster(r, totals),
+            }
+            for r in requests
+        ],
         "exceptions": [
-            {"item": e, "rows": rows[e.team_id], "history": history[e.team_id], "link": _workload_link(e.workload_id)}
+            {
+                "item": e,
+                "rows": rows[e.team_id],
+                "history": history[e.team_id],
+                "link": _workload_link(e.workload_id),
+                "never_fits": never_fits.get(e.workload_id, ""),
+            }
             for e in exceptions
         ],
         "pending_count": len(requests) + len(exceptions),

@@ -30,7 +30,11 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--state", default="var/sandbox/state.json", help="state file (saved and reloaded)")
     serve.add_argument("--kubeconfig", default="var/sandbox/kubeconfig", help="where to write the kubeconfig")
-    serve.add_argument("--crd-dir", default=None, help="folder scanned for CRDs to validate custom resources")
+    serve.add_argument(
+        "--crd-dir",
+        default=None,
+        help="folder scanned for CRDs to validate custom resources (default: the schemas shipped in sandbox/crds/)",
+    )
     serve.add_argument("--seed", type=int, default=0)
     serve.add_argument("--reset", action="store_true", help="start from a clean state")
     serve.add_argument("--tick", type=float, default=0.5, help="controller loop interval in seconds")

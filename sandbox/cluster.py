@@ -29,7 +29,7 @@ from sandbox.controllers.kubelet import on_pod_deleted
 from sandbox.controllers.quotas import admit
 from sandbox.faults import Faults
 from sandbox.kinds import Kind, Registry
-from sandbox.schemas import Catalog, catalog_for
+from sandbox.schemas import SHIPPED_CRD_DIR, Catalog, catalog_for
 from sandbox.server import SandboxHTTPServer
 from sandbox.store import Store
 from sandbox.tls import self_signed
@@ -82,7 +82,9 @@ class Sandbox:
         self.clock = Clock(start_time, realtime)
         self.world = World(self.profile, seed)
         self.faults = Faults()
-        self.crd_dir = str(crd_dir) if crd_dir else None
+        # No folder given: the schemas shipped in sandbox/crds/, so validation is on by default.
+        crd_dir = crd_dir or SHIPPED_CRD_DIR
+        self.crd_dir = str(crd_dir)
         self.catalog: Catalog | None = catalog_for(crd_dir)
         if self.catalog is None and not _warned_no_crds:
             _warned_no_crds = True

@@ -1,7 +1,9 @@
 """Validation of custom resources against upstream CRD schemas, read at run time.
 
-The sandbox ships no CRDs. Given a folder (``--crd-dir``), it scans it recursively
-for ``CustomResourceDefinition`` documents and validates custom resources on create,
+The schemas come from a folder scanned recursively for ``CustomResourceDefinition``
+documents (YAML, or JSON files): by default ``sandbox/crds/``, the upstream schemas the
+sandbox ships (see PROVENANCE.md there; ``scripts/vendor_crds.py`` refreshes them),
+or another folder given as ``--crd-dir``. Custom resources are validated on create,
 replace, patch and apply against the ``openAPIV3Schema`` of the version used, with
 ``jsonschema`` (draft 4, which matches OpenAPI v3's keywords). The structural-schema
 extensions are converted as the real API server interprets them:
@@ -48,6 +50,10 @@ _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _CACHE_VERSION = 2
 
 
+# The upstream CRD schemas the sandbox ships, so that a plain clone validates too.
+SHIPPED_CRD_DIR = Path(__file__).resolve().parent / "crds"
+
+
 def cache_dir() -> Path:
     return Path(os.environ.get("SANDBOX_CACHE_DIR") or Path(tempfile.gettempdir()) / "gpu-portal-sandbox-cache")
 
@@ -79,7 +85,15 @@ def _read_yaml_cached(path: Path) -> list[dict[str, Any]]:
         pass
     text = path.read_text(errors="replace")
     found: list[dict[str, Any]] = []
-    if "CustomResourceDefinition" in text:
+    if "CustomResourceDefinition" in text and path.suffix == ".json":
+        try:
+            doc = json.loads(text)
+        except ValueError as exc:
+            log.warning("skipping %s: not valid JSON (%s)", path, exc)
+        else:
+            if isinstance(doc, dict) and doc.get("kind") == "CustomResourceDefinition":
+                found.append({"crd": _trim(doc)})
+    elif "CustomResourceDefinition" in text:
         try:
             for doc in yaml.load_all(text, Loader=_Loader):
                 if isinstance(doc, dict) and doc.get("kind") == "CustomResourceDefinition":
@@ -136,7 +150,7 @@ class Catalog:
             crds_by_dir: dict[Path, list[dict[str, Any]]] = {}
             patches: list[tuple[Path, list[dict[str, Any]]]] = []
             for path in sorted(self.root.rglob("*")):
-                if path.suffix not in (".yaml", ".yml") or not path.is_file():
+                if path.suffix not in (".yaml", ".yml", ".json") or not path.is_file():
                     continue
                 for item in _read_yaml_cached(path):
                     if "crd" in item:

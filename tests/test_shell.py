@@ -1,6 +1,7 @@
 import re
 import subprocess
 import sys
+from decimal import Decimal
 
 import pytest
 from django.core.management import call_command
@@ -85,8 +86,8 @@ def test_seed_demo_is_idempotent(settings):
     assert sorted(Team.objects.values_list("slug", flat=True)) == ["nlp", "vision"]
     from quotas.models import AuditEntry, Quota
 
-    assert Quota.objects.filter(team__slug="vision").count() == 3
-    assert AuditEntry.objects.count() == 6  # the second run changed nothing
+    assert Quota.objects.filter(team__slug="vision").count() == 5  # three GPU classes, cpu and memory
+    assert AuditEntry.objects.count() == 10  # the second run changed nothing
     roles = sorted(Membership.objects.values_list("user__username", "team__slug", "role"))
     assert roles == [
         ("alice", "vision", "member"),
@@ -96,6 +97,55 @@ def test_seed_demo_is_idempotent(settings):
     ]
 
 
+def test_seed_demo_keeps_an_approved_quota_and_audits_nothing_on_a_rerun(settings):
+    from django.contrib.auth import get_user_model
+
+    from quotas.models import AuditEntry, Quota
+    from quotas.requests import set_quota
+
+    settings.DEMO_PASSWORD = "demo-pass"
+    call_command("seed_demo")
+    admin = get_user_model().objects.get(username="admin")
+    set_quota(Team.objects.get(slug="vision"), "H100-80GB", Decimal(2), Decimal(16), admin, "approved request")
+    entries = AuditEntry.objects.count()
+    call_command("seed_demo")
+    quota = Quota.objects.get(team__slug="vision", gpu_class="H100-80GB")
+    assert (quota.guaranteed, quota.limit) == (Decimal(2), Decimal(16))
+    assert AuditEntry.objects.count() == entries
+
+
+def test_seed_demo_keeps_changed_roles_passwords_and_staff_flags(settings):
+    from django.contrib.auth import get_user_model
+
+    User = get_user_model()
+    settings.DEMO_PASSWORD = "demo-pass"
+    call_command("seed_demo")
+    Membership.objects.filter(user__username="bob").update(role=Membership.MEMBER)
+    alice = User.objects.get(username="alice")
+    alice.set_password("alice-chose-this")
+    alice.save()
+    User.objects.filter(username="admin").update(is_superuser=False)
+    call_command("seed_demo")
+    assert Membership.objects.get(user__username="bob").role == Membership.MEMBER
+    assert User.objects.get(username="alice").check_password("alice-chose-this")
+    assert not User.objects.get(username="admin").is_superuser
+
+
+def test_seed_demo_creates_only_what_is_missing_and_audits_that(settings, capsys):
+    from quotas.models import AuditEntry, Quota
+
+    settings.DEMO_PASSWORD = "demo-pass"
+    call_command("seed_demo")
+    Quota.objects.filter(team__slug="nlp", gpu_class="L4").delete()
+    entries = AuditEntry.objects.count()
+    capsys.readouterr()
+    call_command("seed_demo")
+    quota = Quota.objects.get(team__slug="nlp", gpu_class="L4")
+    assert (quota.guaranteed, quota.limit) == (Decimal(2), Decimal(4))
+    assert AuditEntry.objects.count() == entries + 1
+    assert "created 1 quotas (nlp L4)" in capsys.readouterr().out
+
+
 def test_issue_token_prints_a_working_token(cast, api, capsys):
     call_command("issue_token", "alice")
     secret = capsys.readouterr().out.strip()
@@ -103,11 +153,11 @@ def test_issue_token_prints_a_working_token(cast, api, capsys):
     assert api.get("/api/v1/teams/").status_code == 200
 
 
-def test_healthz_answers_and_readyz_checks_database_and_broker(client):
+def test_healthz_answers_and_readyz_checks_database_broker_and_cluster(client, portal_on_sandbox):
     assert client.get("/healthz").json() == {"status": "ok"}
     ready = client.get("/readyz")
     assert ready.status_code == 200, ready.content
-    assert ready.json()["checks"] == {"database": "ok", "broker": "ok"}
+    assert ready.json()["checks"] == {"database": "ok", "broker": "ok", "cluster": "ok"}
 
 
 def test_readyz_names_the_broker_when_it_is_down(client, settings):

@@ -52,10 +52,10 @@ class Rule:
 
 def platform_rule() -> Rule:
     return Rule(
-        enabled=bool(getattr(settings, "PORTAL_IDLE_ENABLED", True)),
-        threshold=float(getattr(settings, "PORTAL_IDLE_THRESHOLD_PERCENT", 5)) / 100,
-        idle=timedelta(minutes=int(getattr(settings, "PORTAL_IDLE_MINUTES", 60))),
-        grace=timedelta(minutes=int(getattr(settings, "PORTAL_IDLE_GRACE_MINUTES", 30))),
+        enabled=settings.PORTAL_IDLE_ENABLED,
+        threshold=settings.PORTAL_IDLE_THRESHOLD_PERCENT / 100,
+        idle=timedelta(minutes=settings.PORTAL_IDLE_MINUTES),
+        grace=timedelta(minutes=settings.PORTAL_IDLE_GRACE_MINUTES),
     )
 
 

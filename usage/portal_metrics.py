@@ -146,7 +146,7 @@ class PortalCollector:
 
 
 def _authorised(request) -> tuple[bool, int]:
-    token = getattr(settings, "PORTAL_METRICS_TOKEN", "")
+    token = settings.PORTAL_METRICS_TOKEN
     if token:
         sent = request.headers.get("Authorization", "")
         ok = sent.startswith("Bearer ") and hmac.compare_digest(sent[7:].encode(), token.encode())

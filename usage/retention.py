@@ -25,8 +25,8 @@ class Retention:
     @classmethod
     def from_settings(cls) -> Retention:
         return cls(
-            int(getattr(settings, "PORTAL_USAGE_MINUTE_RETENTION_DAYS", 14)),
-            int(getattr(settings, "PORTAL_USAGE_HOUR_RETENTION_DAYS", 90)),
+            settings.PORTAL_USAGE_MINUTE_RETENTION_DAYS,
+            settings.PORTAL_USAGE_HOUR_RETENTION_DAYS,
         )
 
 

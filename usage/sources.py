@@ -263,25 +263,25 @@ def from_settings() -> Source:
     (comma-separated), or outside production the sandbox's ``/metrics``, found from the
     kubeconfig; ``prometheus`` reads ``PORTAL_PROMETHEUS_URL``.
     """
-    kind = getattr(settings, "PORTAL_METRICS_SOURCE", "scrape") or "scrape"
-    timeout = float(getattr(settings, "PORTAL_METRICS_TIMEOUT_SECONDS", 10))
+    kind = settings.PORTAL_METRICS_SOURCE
+    timeout = settings.PORTAL_METRICS_TIMEOUT_SECONDS
     if kind == "prometheus":
-        url = getattr(settings, "PORTAL_PROMETHEUS_URL", "")
+        url = settings.PORTAL_PROMETHEUS_URL
         if not url:
             raise ImproperlyConfigured("PORTAL_PROMETHEUS_URL must be set when PORTAL_METRICS_SOURCE=prometheus")
         return PrometheusSource(
             url,
-            window_seconds=int(getattr(settings, "PORTAL_METRICS_WINDOW_SECONDS", 60)),
+            window_seconds=settings.PORTAL_METRICS_WINDOW_SECONDS,
             timeout=timeout,
-            matchers=getattr(settings, "PORTAL_PROMETHEUS_MATCHERS", ""),
-            bearer_token=getattr(settings, "PORTAL_PROMETHEUS_TOKEN", ""),
+            matchers=settings.PORTAL_PROMETHEUS_MATCHERS,
+            bearer_token=settings.PORTAL_PROMETHEUS_TOKEN,
         )
     if kind != "scrape":
         raise ImproperlyConfigured(f"PORTAL_METRICS_SOURCE must be scrape or prometheus, not {kind!r}")
-    urls = getattr(settings, "PORTAL_DCGM_URLS", []) or []
+    urls = settings.PORTAL_DCGM_URLS or []
     urls = [u.strip() for u in urls.split(",")] if isinstance(urls, str) else list(urls)
     urls = [u for u in urls if u]
-    token = getattr(settings, "PORTAL_DCGM_TOKEN", "")
+    token = settings.PORTAL_DCGM_TOKEN
     if not urls and not getattr(settings, "PRODUCTION", False):
         derived = sandbox_metrics_url(str(getattr(settings, "KUBE_CONFIG", "")))
         if derived:

@@ -16,11 +16,18 @@ know whether the other end is a real cluster or the sandbox. Four decisions shap
   is never blocked by a 429 or a 5xx: the task re-queues itself with a countdown.
 - **Paths come from a static table** (``jobs/kube/kinds.py``), not discovery, so each
   operation is exactly one request.
+
+Pages read through ``shared_cluster()``: one client per process, built once (loading a
+kubeconfig and opening a TLS connection per request costs more than the read), with
+short timeouts, so a slow cluster costs a page a few seconds, not ten per panel.
+Tasks keep ``Cluster.from_settings()`` and its longer timeout: a worker can afford to wait.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -44,7 +51,7 @@ from jobs.kube.errors import (
     from_api_exception,
     from_transport_error,
 )
-from jobs.kube.kinds import KindInfo, Need, checked_kinds, kind_info
+from jobs.kube.kinds import KindInfo, Need, checked_kinds, config_object_info, kind_info
 
 __all__ = [
     "FIELD_MANAGER",
@@ -52,6 +59,7 @@ __all__ = [
     "ClusterCheck",
     "KindCheck",
     "ObjectList",
+    "shared_cluster",
 ]
 
 # One field manager for every write, so the portal's ownership of a field never depends
@@ -129,12 +137,19 @@ class Cluster:
         self,
         api_client: ApiClient,
         *,
-        request_timeout: float = 10.0,
+        request_timeout: Timeout = 10.0,
         page_size: int = PAGE_SIZE,
         conflict_retries: int = CONFLICT_RETRIES,
     ) -> None:
         self._api = api_client
-        self._timeout = float(request_timeout)
+        # One number for both, or (connect, read) seconds as urllib3 takes them.
+        self._timeout: Timeout = (
+            (float(request_timeout[0]), float(request_timeout[1]))
+            if isinstance(request_timeout, tuple)
+            else float(request_timeout)
+        )
+        # The process-wide client of shared_cluster(): `with` blocks must not close it.
+        self._shared = False
         self._page_size = page_size
         self._conflict_retries = conflict_retries
         configuration = api_client.configuration
@@ -145,8 +160,11 @@ class Cluster:
             api_client.rest_client = RESTClientObject(configuration)
 
     @classmethod
-    def from_settings(cls) -> Cluster:
-        """The cluster named by ``KUBE_CONFIG`` / ``KUBE_CONTEXT``; no global client config is touched."""
+    def from_settings(cls, *, request_timeout: Timeout | None = None) -> Cluster:
+        """The cluster named by ``KUBE_CONFIG`` / ``KUBE_CONTEXT``; no global client config is touched.
+
+        ``request_timeout`` defaults to ``KUBE_REQUEST_TIMEOUT`` (the tasks' patience).
+        """
         source: str = settings.KUBE_CONFIG
         context: str | None = settings.KUBE_CONTEXT or None
         configuration = Configuration()
@@ -164,13 +182,16 @@ class Cluster:
             # The loaders raise ConfigException, OSError, YAML and key errors for a bad or
             # absent file; all of them mean the same to us: the setting is wrong.
             raise ImproperlyConfigured(f"cannot load the Kubernetes configuration {source!r}: {exc}") from exc
-        return cls(api_client, request_timeout=settings.KUBE_REQUEST_TIMEOUT)
+        timeout = settings.KUBE_REQUEST_TIMEOUT if request_timeout is None else request_timeout
+        return cls(api_client, request_timeout=timeout)
 
     @property
     def url(self) -> str:
         return str(self._api.configuration.host)
 
     def close(self) -> None:
+        if self._shared:
+            return  # lives as long as the process; other requests are using it
         self._api.close()
 
     def __enter__(self) -> Cluster:
@@ -278,6 +299,15 @@ class Cluster:
         info = kind_info(api_version, kind)
         return self._with_type(info, self._json("GET", info.object_path(name, namespace)))
 
+    def read_config(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> Obj | None:
+        """One add-on configuration object (``CONFIG_OBJECTS``: the ClusterRole grants ``get``
+        on those names only), or None when it does not exist."""
+        info = config_object_info(api_version, kind, name)
+        try:
+            return self._with_type(info, self._json("GET", info.object_path(name, namespace)))
+        except NotFound:
+            return None
+
     def list(
         self, api_version: str, kind: str, *, label_selector: Selector, namespace: str | None = None
     ) -> ObjectList:
@@ -339,7 +369,8 @@ class Cluster:
         ]
         # The read timeout covers the server's own timeout plus slack; beyond that the
         # stream is dead, not quiet.
-        timeout = (self._timeout, timeout_seconds + self._timeout)
+        connect, slack = self._timeout if isinstance(self._timeout, tuple) else (self._timeout, self._timeout)
+        timeout = (connect, timeout_seconds + slack)
         try:
             response = self._send("GET", info.collection_path(namespace), query=query, timeout=timeout)
         except Expired as exc:
@@ -347,6 +378,10 @@ class Cluster:
         return self._events(info, response)
 
     # -- cluster check -----------------------------------------------------------------
+
+    def ping(self) -> str:
+        """The server's version (``GET /version``, readable by anyone): is the API answering at all?"""
+        return str(self._json("GET", "/version").get("gitVersion") or "unknown")
 
     def check(self, queueing: str = "volcano") -> ClusterCheck:
         """Is the API reachable, which version is it, and which extension kinds does it serve?
@@ -528,6 +563,33 @@ class Cluster:
         obj.setdefault("apiVersion", info.api_version)
         obj.setdefault("kind", info.kind)
         return obj
+
+
+_shared_lock = threading.Lock()
+_shared_clients: dict[tuple, Cluster] = {}
+
+
+def shared_cluster() -> Cluster:
+    """The process's client for page reads, built on first use, with the page timeouts.
+
+    Keyed by process id (a forked worker must not share its parent's sockets) and by the
+    settings it was built from, so a changed kubeconfig gets a new client. Closing it is
+    a no-op. Raises ``ImproperlyConfigured`` like ``from_settings`` (not cached: the next
+    request tries again, and a missing file is cheap to find missing).
+    """
+    timeout = (float(settings.KUBE_CONNECT_TIMEOUT), float(settings.KUBE_READ_TIMEOUT))
+    key = (os.getpid(), settings.KUBE_CONFIG, settings.KUBE_CONTEXT or "", timeout)
+    with _shared_lock:
+        cluster = _shared_clients.get(key)
+        if cluster is None:
+            cluster = Cluster.from_settings(request_timeout=timeout)
+            cluster._shared = True
+            # One client per process: the one built for settings now gone is dropped.
+            for old in _shared_clients.values():
+                old._api.close()
+            _shared_clients.clear()
+            _shared_clients[key] = cluster
+    return cluster
 
 
 def _selector(selector: Selector) -> str:

@@ -123,6 +123,46 @@ KINDS: tuple[KindInfo, ...] = (
 _BY_KEY: dict[tuple[str, str], KindInfo] = {(k.api_version, k.kind): k for k in KINDS}
 
 
+@dataclass(frozen=True)
+class ConfigObjects:
+    """Add-on configuration ``cluster_check`` reads by name (jobs/preflight.py): never listed,
+    watched or written, and only these names, so the ClusterRole can grant ``get`` on them
+    alone (a role that reads every ConfigMap in the cluster reads its secrets' neighbours)."""
+
+    info: KindInfo
+    names: tuple[str, ...]
+
+
+CONFIG_OBJECTS: tuple[ConfigObjects, ...] = (
+    ConfigObjects(
+        KindInfo("v1", "ConfigMap", "configmaps", namespaced=True),
+        # KServe, Knative Serving, Volcano's scheduler and Kueue's manager, as upstream names them.
+        ("inferenceservice-config", "config-features", "volcano-scheduler-configmap", "kueue-manager-config"),
+    ),
+    # The GPU Operator's dcgm-exporter, and the name of dcgm-exporter's own Helm chart.
+    ConfigObjects(
+        KindInfo("apps/v1", "DaemonSet", "daemonsets", namespaced=True), ("nvidia-dcgm-exporter", "dcgm-exporter")
+    ),
+    ConfigObjects(
+        KindInfo("serving.kserve.io/v1alpha1", "ClusterStorageContainer", "clusterstoragecontainers", namespaced=False),
+        ("default",),
+    ),
+)
+
+
+def config_object_info(api_version: str, kind: str, name: str) -> KindInfo:
+    """The kind of a configuration object ``cluster_check`` may read; refuses any other name."""
+    for entry in CONFIG_OBJECTS:
+        if (entry.info.api_version, entry.info.kind) == (api_version, kind):
+            if name not in entry.names:
+                raise UnknownKind(
+                    f"{kind} {name!r} is not a configuration object the portal reads "
+                    "(jobs/kube/kinds.py CONFIG_OBJECTS)"
+                )
+            return entry.info
+    raise UnknownKind(f"{kind} ({api_version}) is not in jobs/kube/kinds.py CONFIG_OBJECTS")
+
+
 class UnknownKind(LookupError):
     """A kind the portal does not manage: a programming error, not a cluster error."""
 

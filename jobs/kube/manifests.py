@@ -23,9 +23,14 @@ What the cluster is assumed to run, and why each workload looks the way it does:
   ``ClusterTrainingRuntime``). v2.3.0's ``runtimePatches`` can set placement, service
   account and security context but neither ``resourceClaims`` nor ``priorityClassName``,
   so (a) there is one runtime per priority class, and (b) torch training on a DRA offering
-  runs as a Volcano Job with Volcano's ``pytorch`` plugin instead (it sets MASTER_ADDR,
-  MASTER_PORT, WORLD_SIZE and RANK for ``torch.distributed``'s env:// init). MPI and
-  custom training are Volcano Jobs too.
+  runs as a Volcano Job instead. MPI and custom training are Volcano Jobs too.
+* Torch training gets torchrun's ``PET_*`` variables on every backend (PET_NNODES,
+  PET_NPROC_PER_NODE, PET_NODE_RANK, PET_MASTER_ADDR, PET_MASTER_PORT=29500), exactly as
+  Trainer's torch plugin sets them on a TrainJob, so the same ``torchrun train.py`` runs
+  distributed whether the run is a TrainJob, a Volcano Job or a JobSet. (Volcano's
+  ``pytorch`` plugin sets MASTER_ADDR and RANK instead, which torchrun ignores.) The node
+  rank is a fieldRef to the pod's index annotation: the Job controller's completion index
+  on a JobSet (as Trainer does), Volcano's task index on a Volcano Job.
 * Kubeflow's Notebook v1.11 has no ``resourceClaims`` either, so a notebook on a DRA
   offering is built as the StatefulSet and Service its controller would make (see
   ``_notebook_statefulset``); ``main_object_type`` tells the observer which to watch.
@@ -65,13 +70,13 @@ is queued:
   from JOB_COMPLETION_INDEX (set by Kubernetes); what Volcano's plugins set, the portal
   sets itself:
 
-  - torch: job ``node`` of ``replicas`` pods with MASTER_ADDR (pod 0), MASTER_PORT,
-    WORLD_SIZE and RANK (the pod's index), as Volcano's pytorch plugin sets them;
+  - torch: job ``node`` of ``replicas`` pods with the PET_* variables (see above);
   - mpi: job ``launcher`` (the user's command, no GPU, retried in place until the workers
     answer) and job ``worker`` (``replicas`` pods running the image's entrypoint); the
-    launcher gets MPI_HOST (the workers' host names) as from Volcano's mpi plugin, and the
-    JobSet succeeds when the launcher does. Nothing on a Kueue cluster distributes SSH
-    keys as Volcano's ssh plugin does: the image must bring its own;
+    launcher gets MPI_HOST (the workers' host names) as from Volcano's mpi plugin and
+    Open MPI's ssh arguments (``-p 2222``), and the JobSet succeeds when the launcher
+    does. Nothing on a Kueue cluster distributes SSH keys as Volcano's ssh plugin does:
+    the image must bring its own;
   - custom: job ``worker`` of ``replicas`` pods.
 
   A failed pod fails its Job and with it the JobSet (``backoffLimit: 0``, ``maxRestarts:
@@ -164,9 +169,18 @@ TORCH_RUNTIME_IMAGE = "docker.io/pytorch/pytorch:2.13.0-cuda13.0-cudnn9-runtime"
 RUNTIME_PATCH_MANAGER = "gpu-portal.io/manager"
 
 VOLCANO_MAX_RETRY = 3
-PYTORCH_PORT = 23456
+# torchrun's rendezvous port on node 0: Trainer's torch plugin uses 29500
+# (constants.ContainerTrainerPort), and so does every other backend, so one command
+# (``torchrun train.py``) reads the same PET_* variables wherever it runs.
+TORCH_MASTER_PORT = 29500
+TORCH_NODE_JOB = "node"  # the Volcano task / JobSet replicated job of torch nodes, as in Trainer
+# Volcano writes a pod's index within its task here (the env plugin's VC_TASK_INDEX is the
+# same number, but it is appended after the template's env, so no variable can refer to it).
+VOLCANO_TASK_INDEX_ANNOTATION = "volcano.sh/task-index"
 MPI_SSH_PORT = 2222  # non-root sshd cannot bind 22
-MPI_SSH_KEY_PATH = "/etc/volcano/.ssh"  # a non-default path makes Volcano mount the keys readable (0755)
+# Volcano's ssh plugin mounts the key pair and its ssh config here (its default, /root/.ssh,
+# is not the home of uid 1000); fsGroup makes the files readable for the user.
+MPI_SSH_KEY_PATH = "/etc/volcano/.ssh"
 MPI_LAUNCHER_RESOURCES = {"cpu": "1", "memory": "2Gi"}
 # Kueue clusters: in-place restarts of the MPI launcher (and workers) before the JobSet fails;
 # Kubernetes' default backoffLimit, so a launcher started before the workers' sshd can retry.
@@ -604,6 +618,7 @@ def _container(
     resources: Mapping[str, Any] | None = None,
     mounts: Sequence[Mapping[str, Any]] = (),
     extra_env: Mapping[str, str] | None = None,
+    env_entries: Sequence[Mapping[str, Any]] = (),
 ) -> dict[str, Any]:
     container: dict[str, Any] = {"name": name, "image": image if image is not None else spec.image}
     command = spec.command if command is None else command
@@ -612,7 +627,7 @@ def _container(
         container["command"] = list(command)
     if args:
         container["args"] = list(args)
-    env = _env(spec, extra_env)
+    env: list[dict[str, Any]] = [*_env(spec, extra_env), *(copy.deepcopy(dict(e)) for e in env_entries)]
     if env:
         container["env"] = env
     container["resources"] = dict(resources) if resources is not None else _resources(spec)
@@ -696,6 +711,60 @@ def _workspace_pvc(spec: WorkloadSpec) -> dict[str, Any]:
     }
 
 
+# Kubeflow's notebook-server images start Jupyter under NB_PREFIX by themselves (their init
+# runs `jupyter lab --ServerApp.base_url=${NB_PREFIX} ...`), which the Notebook's URL
+# /notebook/<namespace>/<name>/ needs. Image references are fully qualified (jobs.specs).
+KUBEFLOW_NOTEBOOK_IMAGES = (
+    "ghcr.io/kubeflow/kubeflow/notebook-servers/",
+    "docker.io/kubeflownotebookswg/",
+    "public.ecr.aws/j1r0q0g6/notebooks/notebook-servers/",
+)
+# Any other Jupyter image is started the way Kubeflow's are (as the args after the image's
+# entrypoint), unless the user gave a command or arguments: then starting Jupyter under
+# $(NB_PREFIX) is theirs to do. No token or password: like Kubeflow's images, the
+# notebook is reached only through the cluster's authenticated notebook route.
+JUPYTER_UNDER_NB_PREFIX = (
+    "jupyter",
+    "lab",
+    "--ip=0.0.0.0",
+    f"--port={NOTEBOOK_PORT}",
+    "--no-browser",
+    "--ServerApp.base_url=$(NB_PREFIX)",
+    "--ServerApp.token=",
+    "--ServerApp.password=",
+    "--ServerApp.allow_origin=*",
+    "--ServerApp.allow_remote_access=True",
+)
+
+
+def serves_under_nb_prefix(image: str) -> bool:
+    """Whether the image's own start serves Jupyter under ``NB_PREFIX`` (Kubeflow's images)."""
+    return image.startswith(KUBEFLOW_NOTEBOOK_IMAGES)
+
+
+def notebook_prefix(spec: WorkloadSpec) -> str:
+    """The path the notebook controller gives the notebook (``NB_PREFIX``), and its URL's path."""
+    return f"/notebook/{spec.team.namespace}/{workload_name(spec.name)}"
+
+
+def _notebook_container(spec: WorkloadSpec, name: str, **kwargs: Any) -> dict[str, Any]:
+    """The notebook's container: Jupyter under NB_PREFIX, and ready only once it answers there.
+
+    The readiness probe asks Jupyter's unauthenticated ``<prefix>/api`` on the notebook
+    port, so the pod (and the portal's "Open notebook") is ready exactly when the URL
+    the user opens answers, not merely when the process runs.
+    """
+    start = None
+    if not spec.command and not spec.args and not serves_under_nb_prefix(spec.image):
+        start = list(JUPYTER_UNDER_NB_PREFIX)
+    container = _container(spec, name, args=start, **kwargs)
+    container["readinessProbe"] = {
+        "httpGet": {"path": f"{notebook_prefix(spec)}/api", "port": NOTEBOOK_PORT},
+        "periodSeconds": 10,
+    }
+    return container
+
+
 def _notebook(spec: WorkloadSpec) -> dict[str, Any]:
     name = workload_name(spec.name)
     mounts, volumes = [], []
@@ -711,7 +780,7 @@ def _notebook(spec: WorkloadSpec) -> dict[str, Any]:
     if spec.stopped:
         annotations[NOTEBOOK_STOPPED_ANNOTATION] = STOPPED_VALUE
     # The controller reports the state of the container named like the Notebook.
-    container = _container(spec, name, mounts=mounts)
+    container = _notebook_container(spec, name, mounts=mounts)
     return {
         "apiVersion": NOTEBOOK_API,
         "kind": "Notebook",
@@ -738,9 +807,7 @@ def _notebook_statefulset(spec: WorkloadSpec) -> list[dict[str, Any]]:
         volumes.append(
             {"name": WORKSPACE_VOLUME, "persistentVolumeClaim": {"claimName": workspace_pvc_name(spec.name)}}
         )
-    container = _container(
-        spec, name, mounts=mounts, extra_env={"NB_PREFIX": f"/notebook/{spec.team.namespace}/{name}"}
-    )
+    container = _notebook_container(spec, name, mounts=mounts, extra_env={"NB_PREFIX": notebook_prefix(spec)})
     container["ports"] = [{"name": "notebook-port", "containerPort": NOTEBOOK_PORT, "protocol": "TCP"}]
     container["workingDir"] = WORKSPACE_MOUNT_PATH
     selector = {"statefulset": name}
@@ -852,32 +919,55 @@ def _task(
     return task
 
 
+def _torch_env(spec: WorkloadSpec, master_addr: str, rank_annotation: str) -> list[dict[str, Any]]:
+    """torchrun's PET_* variables, as Trainer's torch plugin sets them on a TrainJob's nodes.
+
+    The node rank is read from the pod's own index annotation (Kubernetes resolves the
+    fieldRef when the container starts), so one pod template serves every node.
+    """
+    return [
+        {"name": "PET_NNODES", "value": str(spec.replicas)},
+        # As the TrainJob's numProcPerNode: one process per GPU, one on a CPU-only node.
+        {"name": "PET_NPROC_PER_NODE", "value": str(max(spec.gpus_per_replica, 1))},
+        {
+            "name": "PET_NODE_RANK",
+            "valueFrom": {"fieldRef": {"fieldPath": f"metadata.annotations['{rank_annotation}']"}},
+        },
+        {"name": "PET_MASTER_ADDR", "value": master_addr},
+        {"name": "PET_MASTER_PORT", "value": str(TORCH_MASTER_PORT)},
+    ]
+
+
+def _mpi_ssh_env(ssh_args: str) -> dict[str, str]:
+    """How mpirun reaches the workers' sshd: Open MPI 4 reads OMPI_MCA_plm_rsh_args, Open
+    MPI 5 (PRRTE) PRTE_MCA_plm_ssh_args. Neither Volcano's ssh config nor a stock image
+    names the non-root sshd's port, so without ``-p`` mpirun would knock on port 22."""
+    return {"OMPI_MCA_plm_rsh_args": ssh_args, "PRTE_MCA_plm_ssh_args": ssh_args}
+
+
 def _volcano_job(spec: WorkloadSpec) -> dict[str, Any]:
     """A gang-scheduled Volcano Job: torch (on DRA), MPI or a custom distributed program.
 
-    * torch: task ``master`` (rank 0) and ``worker`` (ranks 1..n-1); the ``pytorch`` plugin
-      sets the torch.distributed variables and ``svc`` gives pods stable host names.
+    * torch: task ``node`` of n pods with torchrun's PET_* variables (``_torch_env``); the
+      rank is Volcano's task index, node 0 is ``<job>-node-0.<job>`` (``svc`` gives pods
+      stable host names), ``env`` also sets VC_TASK_INDEX.
     * mpi: task ``launcher`` (runs the user's command, e.g. mpirun; no GPU) and ``worker``
       (n pods running the image's default entrypoint, which must start sshd as the
-      non-root user on port 2222). ``ssh`` distributes a key pair, ``mpi`` sets MPI_HOST.
+      non-root user on port 2222). ``ssh`` distributes a key pair and an ssh config under
+      ``MPI_SSH_KEY_PATH`` (it has no port option), ``mpi`` sets MPI_HOST and opens port
+      2222; the launcher's Open MPI ssh arguments name that port, key and config.
     * custom: task ``worker`` with n pods; ``env`` sets VC_TASK_INDEX, ``svc`` the host list.
     """
     n = spec.replicas
+    name = workload_name(spec.name)
     if spec.framework == "torch":
-        plugins = {"pytorch": ["--master=master", "--worker=worker", f"--port={PYTORCH_PORT}"], "svc": []}
-        tasks = [
-            _task(
-                spec,
-                "master",
-                1,
-                _pod_spec(spec, [_container(spec, "master")], restart_policy="Never"),
-                _COMPLETE_WHEN_DONE,
-            )
-        ]
-        if n > 1:
-            tasks.append(
-                _task(spec, "worker", n - 1, _pod_spec(spec, [_container(spec, "worker")], restart_policy="Never"))
-            )
+        plugins: dict[str, list[str]] = {"env": [], "svc": []}
+        # Volcano's svc plugin names pod i of task t "<job>-<t>-<i>" in the subdomain "<job>".
+        master = f"{name}-{TORCH_NODE_JOB}-0.{name}"
+        container = _container(
+            spec, TORCH_NODE_JOB, env_entries=_torch_env(spec, master, VOLCANO_TASK_INDEX_ANNOTATION)
+        )
+        tasks = [_task(spec, TORCH_NODE_JOB, n, _pod_spec(spec, [container], restart_policy="Never"))]
     elif spec.framework == "mpi":
         plugins = {
             "mpi": ["--master=launcher", "--worker=worker", f"--port={MPI_SSH_PORT}"],
@@ -885,12 +975,13 @@ def _volcano_job(spec: WorkloadSpec) -> dict[str, Any]:
             "svc": [],
         }
         launcher_resources = {"requests": dict(MPI_LAUNCHER_RESOURCES), "limits": dict(MPI_LAUNCHER_RESOURCES)}
+        ssh_args = f"-p {MPI_SSH_PORT} -i {MPI_SSH_KEY_PATH}/id_rsa -F {MPI_SSH_KEY_PATH}/config"
         # The launcher retries in place until the workers' sshd answers. It needs no GPU,
         # but it keeps the offering's placement: next to its workers, and off GPU nodes
         # when the offering is CPU-only.
         launcher = _pod_spec(
             spec,
-            [_container(spec, "launcher", resources=launcher_resources)],
+            [_container(spec, "launcher", resources=launcher_resources, extra_env=_mpi_ssh_env(ssh_args))],
             restart_policy="OnFailure",
             gpu_claim=False,
         )
@@ -902,7 +993,7 @@ def _volcano_job(spec: WorkloadSpec) -> dict[str, Any]:
     return {
         "apiVersion": VOLCANO_JOB_API,
         "kind": "Job",
-        "metadata": _metadata(spec, workload_name(spec.name)),
+        "metadata": _metadata(spec, name),
         "spec": {
             "schedulerName": SCHEDULER_NAME,
             "queue": team_queue_name(spec.team.slug),
@@ -937,8 +1028,9 @@ def _jobset(spec: WorkloadSpec) -> dict[str, Any]:
 
     The replicated jobs follow ``_volcano_job``'s tasks (see the module docstring):
 
-    * torch: ``node``, ``replicas`` pods; MASTER_ADDR is pod 0 of ``node`` and RANK is read
-      from the index annotation Kubernetes writes on each pod.
+    * torch: ``node``, ``replicas`` pods with the PET_* variables; PET_MASTER_ADDR is pod 0
+      of ``node`` and PET_NODE_RANK is read from the index annotation Kubernetes writes on
+      each pod (as Trainer does).
     * mpi: ``launcher`` (1 pod, the user's command, no GPU, OnFailure) and ``worker``
       (``replicas`` pods, the image's entrypoint, OnFailure); the JobSet succeeds when the
       launcher does, and the workers are then stopped.
@@ -953,28 +1045,24 @@ def _jobset(spec: WorkloadSpec) -> dict[str, Any]:
 
     success: dict[str, Any] | None = None
     if spec.framework == "torch":
-        env = {"MASTER_ADDR": hosts("node", 1)[0], "MASTER_PORT": str(PYTORCH_PORT), "WORLD_SIZE": str(n)}
-        container = _container(spec, "node", extra_env=env)
-        container["env"].append(
-            {
-                "name": "RANK",
-                "valueFrom": {"fieldRef": {"fieldPath": f"metadata.annotations['{JOB_COMPLETION_INDEX_ANNOTATION}']"}},
-            }
-        )
-        jobs = [_indexed_job(spec, "node", n, _pod_spec(spec, [container], restart_policy="Never"))]
+        env = _torch_env(spec, hosts(TORCH_NODE_JOB, 1)[0], JOB_COMPLETION_INDEX_ANNOTATION)
+        container = _container(spec, TORCH_NODE_JOB, env_entries=env)
+        jobs = [_indexed_job(spec, TORCH_NODE_JOB, n, _pod_spec(spec, [container], restart_policy="Never"))]
     elif spec.framework == "mpi":
         launcher_resources = {"requests": dict(MPI_LAUNCHER_RESOURCES), "limits": dict(MPI_LAUNCHER_RESOURCES)}
+        # The image brings its keys (~/.ssh); the workers' host keys are new in every run.
+        ssh_args = f"-p {MPI_SSH_PORT} -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null"
+        launcher_env = {"MPI_HOST": ",".join(hosts("worker", n)), **_mpi_ssh_env(ssh_args)}
         launcher = _pod_spec(
             spec,
-            [
-                _container(
-                    spec, "launcher", resources=launcher_resources, extra_env={"MPI_HOST": ",".join(hosts("worker", n))}
-                )
-            ],
+            [_container(spec, "launcher", resources=launcher_resources, extra_env=launcher_env)],
             restart_policy="OnFailure",
             gpu_claim=False,
         )
-        worker = _pod_spec(spec, [_container(spec, "worker", command=(), args=())], restart_policy="OnFailure")
+        worker_container = _container(spec, "worker", command=(), args=())
+        # Declared so that the port the launcher dials is written down next to the sshd.
+        worker_container["ports"] = [{"name": "ssh", "containerPort": MPI_SSH_PORT, "protocol": "TCP"}]
+        worker = _pod_spec(spec, [worker_container], restart_policy="OnFailure")
         jobs = [
             _indexed_job(spec, "launcher", 1, launcher, backoff_limit=MPI_BACKOFF_LIMIT),
             _indexed_job(spec, "worker", n, worker, backoff_limit=MPI_BACKOFF_LIMIT),

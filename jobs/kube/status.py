@@ -11,15 +11,59 @@ suspended TrainJob or JobSet has no pods; a gated pod is not scheduled), so the 
 comes from Kueue's Workloads instead: their ``QuotaReserved`` condition says what does
 not fit ("couldn't assign flavors to pod set node: insufficient unused quota for
 nvidia.com/gpu in flavor gpu-h100-80gb, 2 more needed").
+
+A failed training run also says why (``Failure``, from ``failure_of``): the pod that failed
+first, its node, container and exit code, and the class of failure: OOMKilled, preempted
+(the DisruptionTarget condition Kubernetes puts on a pod it preempts or evicts) or an error.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from jobs.kube.labels import NOTEBOOK_STOPPED_ANNOTATION
+
+FAILURE_CLASSES = ("oom", "error", "preempted")
+
+
+@dataclass(frozen=True)
+class Failure:
+    """Why a run failed, from the pod that failed first.
+
+    ``failure_class``: "oom" (a container was OOMKilled), "preempted" (the pod carries
+    Kubernetes' DisruptionTarget condition: the scheduler preempted it, or an eviction or a
+    node drain took it) or "error" (a container exited non-zero, or the pod failed for
+    another reason such as its deadline). ``reason`` is Kubernetes' word for it (OOMKilled,
+    Error, PreemptionByScheduler, DeadlineExceeded ...).
+    """
+
+    failure_class: str
+    pod: str = ""
+    node: str = ""
+    container: str = ""
+    exit_code: int | None = None
+    reason: str = ""
+    message: str = ""
+
+    def as_dict(self) -> dict:
+        return {
+            "class": self.failure_class,
+            "pod": self.pod,
+            "node": self.node,
+            "container": self.container,
+            "exit_code": self.exit_code,
+            "reason": self.reason,
+            "message": self.message,
+        }
+
+    def summary(self) -> str:
+        """One line for a timeline or a log: what failed, where."""
+        what = {"oom": "ran out of memory", "preempted": "was preempted", "error": "failed"}[self.failure_class]
+        where = f" on node {self.node}" if self.node else ""
+        code = f", exit code {self.exit_code}" if self.exit_code is not None else ""
+        return f"Pod {self.pod}{where} {what} ({self.reason or self.failure_class}{code})."
 
 
 @dataclass(frozen=True)
@@ -38,6 +82,7 @@ class Observed:
     message: str = ""
     url: str = ""
     started_at: datetime | None = None
+    failure: Failure | None = None  # set when phase is "failed" and a pod says why
     traffic: tuple[TrafficShare, ...] = ()  # endpoints: how requests are split, as KServe reports it
 
 
@@ -73,7 +118,78 @@ def pending_reason(pods: Sequence[dict]) -> str:
             waiting = (status.get("state") or {}).get("waiting")
             if waiting and waiting.get("reason"):
                 return f"{waiting['reason']}: {waiting.get('message', '')}".rstrip(": ")
+    for pod in pods:
+        # Started but failing its readiness probe: a notebook whose URL does not answer yet.
+        cond = _condition(pod, "Ready")
+        if (pod.get("status") or {}).get("phase") == "Running" and cond and cond.get("status") == "False":
+            detail = cond.get("message") or cond.get("reason") or "not ready"
+            return f"Started but not ready ({detail}); the Kubernetes events say why."
     return ""
+
+
+_CLASS_ORDER = {"preempted": 0, "oom": 1, "error": 2}
+_SIGTERM_EXIT = 143  # how a container ends when its controller stops it after another pod failed
+
+
+def _terminations(status: dict) -> list[tuple[str, dict]]:
+    """(container, terminated state) of every container that ended, current or previous run."""
+    found = []
+    for cs in (status.get("initContainerStatuses") or []) + (status.get("containerStatuses") or []):
+        for state_key in ("state", "lastState"):
+            terminated = (cs.get(state_key) or {}).get("terminated")
+            if terminated:
+                found.append((cs.get("name", ""), terminated))
+                break
+    return found
+
+
+def _pod_failure(pod: dict) -> tuple[tuple, Failure] | None:
+    """The failure one pod shows, with a sort key (when, class, was it only stopped)."""
+    meta, spec, status = pod.get("metadata") or {}, pod.get("spec") or {}, pod.get("status") or {}
+    name, node = meta.get("name", ""), spec.get("nodeName", "")
+    ended = [(c, t) for c, t in _terminations(status) if t.get("reason") == "OOMKilled" or t.get("exitCode")]
+    oom = [(c, t) for c, t in ended if t.get("reason") == "OOMKilled"]
+    container, term = (oom or ended or [("", {})])[0]
+    exit_code = term.get("exitCode") if term else None
+    disrupted = _condition(pod, "DisruptionTarget")
+    if disrupted and disrupted.get("status") == "True":
+        failure = Failure(
+            "preempted",
+            name,
+            node,
+            container,
+            exit_code,
+            disrupted.get("reason") or "DisruptionTarget",
+            disrupted.get("message") or "",
+        )
+        when = disrupted.get("lastTransitionTime") or term.get("finishedAt") or ""
+    elif term:
+        # A pod-level reason (DeadlineExceeded, Evicted) says more than the container's "Error".
+        pod_reason = "" if oom else status.get("reason", "")
+        failure = Failure(
+            "oom" if oom else "error",
+            name,
+            node,
+            container,
+            exit_code,
+            pod_reason or term.get("reason") or "Error",
+            (status.get("message", "") if pod_reason else term.get("message") or "").strip(),
+        )
+        when = term.get("finishedAt") or ""
+    elif status.get("phase") == "Failed":
+        failure = Failure("error", name, node, "", None, status.get("reason") or "Failed", status.get("message") or "")
+        when = ""
+    else:
+        return None
+    # Ties (pods ended in the same second) go to the cause, not to a pod its controller stopped.
+    return (when or "~", _CLASS_ORDER[failure.failure_class], exit_code == _SIGTERM_EXIT), failure
+
+
+def failure_of(pods: Sequence[dict]) -> Failure | None:
+    """Why a failed run failed: the pod that failed first (by when its container ended or
+    it was marked for disruption), or None when no pod shows a failure (they are gone)."""
+    found = [f for f in (_pod_failure(p) for p in pods) if f is not None]
+    return min(found, key=lambda f: f[0])[1] if found else None
 
 
 def _running_since(pods: Sequence[dict]) -> datetime | None:
@@ -118,6 +234,13 @@ def derive(
 
 
 def _derive(kind: str, main: dict, pods: Sequence[dict], expected_pods: int) -> Observed:
+    seen = _derive_phase(kind, main, pods, expected_pods)
+    if seen.phase == "failed" and kind in ("TrainJob", "Job", "JobSet"):
+        return replace(seen, failure=failure_of(pods))
+    return seen
+
+
+def _derive_phase(kind: str, main: dict, pods: Sequence[dict], expected_pods: int) -> Observed:
     if kind == "Notebook":
         return _notebook(main, pods)
     if kind == "StatefulSet":
@@ -136,10 +259,14 @@ def _derive(kind: str, main: dict, pods: Sequence[dict], expected_pods: int) -> 
 def _notebook(nb: dict, pods: Sequence[dict]) -> Observed:
     if NOTEBOOK_STOPPED_ANNOTATION in (nb["metadata"].get("annotations") or {}):
         return Observed("stopped")
-    ready = (nb.get("status") or {}).get("readyReplicas") or 0
+    status = nb.get("status") or {}
+    ready = status.get("readyReplicas") or 0
     if ready >= 1 or any(_is_true(p, "Ready") for p in pods):
         return Observed("running", "Notebook is running.", started_at=_running_since(pods))
-    return Observed("pending", pending_reason(pods))
+    # The controller copies its container's state: the reason survives a pod we did not list.
+    waiting = (status.get("containerState") or {}).get("waiting") or {}
+    from_controller = f"{waiting['reason']}: {waiting.get('message', '')}".rstrip(": ") if waiting.get("reason") else ""
+    return Observed("pending", pending_reason(pods) or from_controller)
 
 
 def _statefulset(sts: dict, pods: Sequence[dict]) -> Observed:
@@ -186,7 +313,8 @@ def _volcano_job(job: dict, pods: Sequence[dict], expected: int) -> Observed:
         message = state.get("message") or state.get("reason") or f"Volcano job {phase.lower()}."
         return Observed(_VOLCANO_DONE[phase], message, started_at=_running_since(pods))
     if phase == "Running" or (pods and _all_running(pods, expected)):
-        return Observed("running", f"All {len(pods)} pods are running.", started_at=_running_since(pods))
+        running = (job.get("status") or {}).get("running") or len(pods)
+        return Observed("running", f"All {running} pods are running.", started_at=_running_since(pods))
     return Observed("pending", pending_reason(pods) or (f"Volcano job is {phase.lower()}." if phase else ""))
 
 

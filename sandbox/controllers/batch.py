@@ -2,7 +2,13 @@
 
 The run clock starts when every pod of the workload is Running and stops after
 ``sandbox.local/duration-seconds`` (default 600) simulated seconds; then all
-pods end Succeeded, or Failed when ``sandbox.local/outcome: Failed``.
+pods end Succeeded, or the run fails when ``sandbox.local/outcome`` says how: ``oom``,
+``error`` (or ``Failed``) or ``preempted``. The first pod (by name) then fails that way,
+with the status the kubelet and scheduler write (``kubelet.fail_pod``), and the others are
+stopped (exit 143). A preempted pod ends the run as if its restarts were used up. When the pods
+cannot form one distributed run (``sandbox.podenv.launch_problem``: torchrun's PET_*
+variables or mpirun's ssh settings do not agree), they fail as soon as they all run, with
+a ``DistributedLaunchFailed`` warning on the workload saying why.
 """
 
 from __future__ import annotations
@@ -13,11 +19,13 @@ from typing import Any
 from sandbox import quantity
 from sandbox.clock import iso
 from sandbox.controllers.base import PODS, Ctx
-from sandbox.controllers.kubelet import duration_of, outcome_failed, terminate_pod
+from sandbox.controllers.kubelet import duration_of, fail_pod, outcome_of, terminate_pod
+from sandbox.podenv import launch_problem
 from sandbox.podutil import is_terminal, owner_reference, pod_requests
 from sandbox.scheduler import PODGROUPS
 
 SANDBOX_PREFIX = "sandbox.local/"
+LAUNCH_FAILED_REASON = "DistributedLaunchFailed"  # event on the job whose pods cannot form one run
 
 
 def owned_pods(ctx: Ctx, owner: dict[str, Any]) -> list[dict[str, Any]]:
@@ -113,13 +121,27 @@ def run_clock(
         and all(p.get("status", {}).get("phase") == "Running" for p in live)
     ):
         run["started"] = ctx.now
+        # What torchrun or mpirun would trip over in its first seconds ends the run here.
+        problem = launch_problem(live, ctx.get)
+        if problem:
+            for pod in live:
+                terminate_pod(ctx, pod, False, container_message=problem)
+            ctx.event(owner, "Warning", LAUNCH_FAILED_REASON, problem, "sandbox")
+            run["finished"] = ctx.now
+            run["outcome"] = "Failed"
+            run["problem"] = problem
+            return run
     if "started" in run and ctx.now >= run["started"] + duration_of(owner):
-        failed = outcome_failed(owner)
-        for pod in live:
-            if not is_terminal(pod):
-                terminate_pod(ctx, pod, not failed)
+        how = outcome_of(owner)
+        running = sorted((p for p in live if not is_terminal(p)), key=lambda p: p["metadata"]["name"])
+        for i, pod in enumerate(running):
+            if not how:
+                terminate_pod(ctx, pod, True)
+            else:
+                # One pod fails as told; its controller then stops the others.
+                fail_pod(ctx, pod, how if i == 0 else "stopped")
         run["finished"] = ctx.now
-        run["outcome"] = "Failed" if failed else "Succeeded"
+        run["outcome"] = "Failed" if how else "Succeeded"
     return run
 
 

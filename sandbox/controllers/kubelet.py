@@ -1,7 +1,8 @@
 """The kubelet and the ResourceClaim controller.
 
 Kubelet: a bound pod starts at once (``Running``, Ready conditions, container
-statuses, pod IP, Pulled/Created/Started events). A pod bound by its author
+statuses, pod IP, Pulled/Created/Started events). ``fail_pod`` ends a pod the way the
+kubelet reports an OOM kill, an error exit or a preemption (``sandbox.local/outcome``). A pod bound by its author
 (``spec.nodeName`` set at create) is admitted here and gets its devices, or fails
 with ``UnexpectedAdmissionError`` when they are gone. A pod without a controller and
 with the annotation ``sandbox.local/duration-seconds`` finishes after that
@@ -18,6 +19,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
+from sandbox import jupyter
 from sandbox.clock import parse_iso
 from sandbox.controllers.base import PODS, Ctx
 from sandbox.errors import ApiError
@@ -43,8 +45,45 @@ def duration_of(obj: dict[str, Any], default: float = DEFAULT_DURATION) -> float
         return default
 
 
-def outcome_failed(obj: dict[str, Any]) -> bool:
-    return (obj["metadata"].get("annotations") or {}).get(OUTCOME_ANNOTATION, "").lower() == "failed"
+# ``sandbox.local/outcome`` values and how the failing pod ends ("failed" is the old word for "error").
+OUTCOMES = {"failed": "error", "error": "error", "oom": "oom", "preempted": "preempted"}
+OOM_EXIT = 137  # 128 + SIGKILL: the kernel's OOM killer
+SIGTERM_EXIT = 143  # 128 + SIGTERM: stopped by the kubelet (preemption, or the controller ending the run)
+
+
+def outcome_of(obj: dict[str, Any]) -> str:
+    """The failure the workload is told to end with: "", "error", "oom" or "preempted"."""
+    raw = (obj["metadata"].get("annotations") or {}).get(OUTCOME_ANNOTATION, "")
+    return OUTCOMES.get(raw.strip().lower(), "")
+
+
+def fail_pod(ctx: Ctx, pod: dict[str, Any], how: str) -> dict[str, Any]:
+    """End a running pod the way the kubelet reports each kind of failure.
+
+    * "oom": the container is OOMKilled, exit code 137.
+    * "error": the process exits 1 (reason Error).
+    * "preempted": the scheduler marks the pod DisruptionTarget=True (PreemptionByScheduler,
+      worded as kube-scheduler words it) and the kubelet stops it (SIGTERM, exit 143).
+    * "stopped": the pod's controller stops it because another pod of the run failed
+      (SIGTERM, exit 143, no condition).
+    """
+    if how == "oom":
+        return terminate_pod(ctx, pod, False, exit_code=OOM_EXIT, container_reason="OOMKilled")
+    if how == "preempted":
+        scheduler = pod["spec"].get("schedulerName") or "default-scheduler"
+        conditions = pod_condition(
+            (pod.get("status") or {}).get("conditions"),
+            "DisruptionTarget",
+            "True",
+            ctx.now_iso,
+            "PreemptionByScheduler",
+            f"{scheduler}: preempting to accommodate a higher priority pod",
+        )
+        pod = ctx.set_status(PODS, pod, {**(pod.get("status") or {}), "conditions": conditions}, "volcano-scheduler")
+        return terminate_pod(ctx, pod, False, exit_code=SIGTERM_EXIT)
+    if how == "stopped":
+        return terminate_pod(ctx, pod, False, exit_code=SIGTERM_EXIT)
+    return terminate_pod(ctx, pod, False)
 
 
 def _image_id(image: str) -> str:
@@ -61,6 +100,12 @@ def start_pod(ctx: Ctx, pod: dict[str, Any]) -> dict[str, Any]:
     octets = bytes.fromhex(_hex(ctx.seed, uid, n=4))
     pod_ip = f"10.244.{sum(node_name.encode()) % 250}.{2 + octets[0] % 250}"
     now = ctx.now_iso
+    # Notebook containers are ready only where Jupyter answers their readiness probe (sandbox.jupyter).
+    unready = {
+        str(c.get("name")): failure
+        for c in pod["spec"].get("containers") or []
+        if (failure := jupyter.readiness_failure(pod, c))
+    }
     statuses = []
     for c in pod["spec"].get("containers") or []:
         statuses.append(
@@ -69,7 +114,7 @@ def start_pod(ctx: Ctx, pod: dict[str, Any]) -> dict[str, Any]:
                 "image": c.get("image"),
                 "imageID": _image_id(str(c.get("image", ""))),
                 "containerID": f"containerd://{_hex(uid, c.get('name'))}",
-                "ready": True,
+                "ready": str(c.get("name")) not in unready,
                 "started": True,
                 "restartCount": 0,
                 "state": {"running": {"startedAt": now}},
@@ -101,7 +146,11 @@ def start_pod(ctx: Ctx, pod: dict[str, Any]) -> dict[str, Any]:
         )
     conditions = (pod.get("status") or {}).get("conditions")
     for type_ in ("PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady", "PodScheduled"):
-        conditions = pod_condition(conditions, type_, "True", now)
+        if unready and type_ in ("Ready", "ContainersReady"):
+            message = f"containers with unready status: [{' '.join(sorted(unready))}]"
+            conditions = pod_condition(conditions, type_, "False", now, "ContainersNotReady", message)
+        else:
+            conditions = pod_condition(conditions, type_, "True", now)
     status = {
         **(pod.get("status") or {}),
         "phase": "Running",
@@ -127,33 +176,40 @@ def start_pod(ctx: Ctx, pod: dict[str, Any]) -> dict[str, Any]:
         )
         ctx.event(pod, "Normal", "Created", f"Created container: {c.get('name')}", MANAGER, node_name)
         ctx.event(pod, "Normal", "Started", f"Started container {c.get('name')}", MANAGER, node_name)
+    for failure in unready.values():
+        ctx.event(pod, "Warning", "Unhealthy", f"Readiness probe failed: {failure}", MANAGER, node_name)
     return pod
 
 
 def terminate_pod(
-    ctx: Ctx, pod: dict[str, Any], succeeded: bool, reason: str = "", message: str = ""
+    ctx: Ctx,
+    pod: dict[str, Any],
+    succeeded: bool,
+    reason: str = "",
+    message: str = "",
+    *,
+    exit_code: int | None = None,
+    container_reason: str = "",
+    container_message: str = "",
 ) -> dict[str, Any]:
+    """End a pod: Succeeded (exit 0, Completed) or Failed (``exit_code``, default 1, with
+    ``container_reason``, default Error). ``reason``/``message`` are the pod's own (as for
+    DeadlineExceeded); ``container_message`` is the container's termination message."""
     now = ctx.now_iso
-    code = 0 if succeeded else 1
+    code = 0 if succeeded else (1 if exit_code is None else exit_code)
     statuses = []
     for cs in (pod.get("status") or {}).get("containerStatuses") or []:
         started = (cs.get("state") or {}).get("running", {}).get("startedAt", now)
-        statuses.append(
-            {
-                **cs,
-                "ready": False,
-                "started": False,
-                "state": {
-                    "terminated": {
-                        "exitCode": code,
-                        "reason": "Completed" if succeeded else "Error",
-                        "startedAt": started,
-                        "finishedAt": now,
-                        "containerID": cs.get("containerID", ""),
-                    }
-                },
-            }
-        )
+        terminated = {
+            "exitCode": code,
+            "reason": "Completed" if succeeded else (container_reason or "Error"),
+            "startedAt": started,
+            "finishedAt": now,
+            "containerID": cs.get("containerID", ""),
+        }
+        if container_message:
+            terminated["message"] = container_message
+        statuses.append({**cs, "ready": False, "started": False, "state": {"terminated": terminated}})
     conditions = (pod.get("status") or {}).get("conditions")
     done = "PodCompleted" if succeeded else "PodFailed"
     for type_ in ("Ready", "ContainersReady"):
@@ -221,7 +277,11 @@ def reconcile(ctx: Ctx) -> None:
             annotations = pod["metadata"].get("annotations") or {}
             started = parse_iso(status.get("startTime"))
             if DURATION_ANNOTATION in annotations and started is not None and ctx.now >= started + duration_of(pod):
-                terminate_pod(ctx, pod, not outcome_failed(pod))
+                how = outcome_of(pod)
+                if how:
+                    fail_pod(ctx, pod, how)
+                else:
+                    terminate_pod(ctx, pod, True)
     live = {p["metadata"]["uid"] for p in ctx.items(PODS) if holds_resources(p)}
     for uid in [u for u in assignments if u not in live]:
         del assignments[uid]

@@ -7,7 +7,8 @@
    ``trainer.kubeflow.org/trainjob-ancestor-step: trainer``, else ``node``), then
    ``spec.runtimePatches`` (v2.3) or ``spec.podSpecOverrides`` (older API), then
    ``spec.trainer`` (image, command, args, env, resourcesPerNode) and the torch
-   ``PET_*`` variables.
+   ``PET_*`` variables as Trainer v2.3's torch plugin sets them (PET_NODE_RANK a fieldRef
+   to the completion-index annotation, PET_MASTER_PORT 29500, the port opened).
 4. With ``podGroupPolicy.volcano`` in the runtime, create a PodGroup named after the
    TrainJob (minMember = numNodes, queue from the TrainJob's label or annotation
    ``scheduling.volcano.sh/queue-name``, else ``default``) and hand the pods to the
@@ -41,6 +42,7 @@ MANAGER = "trainer-controller-manager"
 ANCESTOR_LABEL = "trainer.kubeflow.org/trainjob-ancestor-step"
 JOBSET_LABEL = "jobset.sigs.k8s.io/jobset-name"
 INDEX_LABEL = "batch.kubernetes.io/job-completion-index"
+TORCH_MASTER_PORT = 29500  # Trainer's constants.ContainerTrainerPort
 
 
 def _trainer_job(runtime: dict[str, Any]) -> dict[str, Any]:
@@ -116,11 +118,17 @@ def build_pod(
         pet = [
             {"name": "PET_NNODES", "value": str(num_nodes)},
             {"name": "PET_NPROC_PER_NODE", "value": str(proc)},
-            {"name": "PET_NODE_RANK", "value": str(index)},
+            # As Trainer's torch plugin: the rank from the Job controller's index annotation.
+            {
+                "name": "PET_NODE_RANK",
+                "valueFrom": {"fieldRef": {"fieldPath": f"metadata.annotations['{INDEX_LABEL}']"}},
+            },
             {"name": "PET_MASTER_ADDR", "value": f"{name}-{rj_name}-0-0.{name}"},
-            {"name": "PET_MASTER_PORT", "value": "29400"},
+            {"name": "PET_MASTER_PORT", "value": str(TORCH_MASTER_PORT)},
         ]
         container["env"] = strategic_merge_patch(container.get("env") or [], pet)
+        ports = [p for p in container.get("ports") or [] if p.get("containerPort") != TORCH_MASTER_PORT]
+        container["ports"] = [*ports, {"containerPort": TORCH_MASTER_PORT, "protocol": "TCP"}]
     labels.update(
         {
             JOBSET_LABEL: name,
@@ -131,6 +139,7 @@ def build_pod(
         }
     )
     annotations.update(sandbox_annotations(tj))
+    annotations[INDEX_LABEL] = str(index)  # the Job controller writes the index as label and annotation
     if gang:
         annotations[GROUP_ANNOTATION] = name
         annotations[QUEUE_ANNOTATION] = queue_name(tj)

@@ -4,7 +4,8 @@ A Volcano Job gets a PodGroup ``<job>-<uid>`` (minMember = ``spec.minAvailable``
 default all replicas; queue ``spec.queue``, default ``default``) and pods
 ``<job>-<task>-<i>`` carrying Volcano's labels and the ``scheduling.k8s.io/group-name``
 annotation; the Volcano scheduler (in ``sandbox/scheduler.py``) places the gang.
-It runs for the simulated duration and ends Completed or Failed.
+The job plugins the portal uses (env, svc, mpi, ssh) change the pods as Volcano's do
+(``_apply_plugins``). It runs for the simulated duration and ends Completed or Failed.
 
 PodGroup phase: Pending (waiting for the queue), Inqueue (admitted, not yet
 running), Running (at least minMember running), Completed. Queue status: state,
@@ -13,6 +14,7 @@ running), Running (at least minMember running), Completed. Queue status: state,
 
 from __future__ import annotations
 
+import base64
 from fractions import Fraction
 from typing import Any
 
@@ -31,7 +33,138 @@ from sandbox.podutil import GROUP_ANNOTATION, QUEUE_ANNOTATION, holds_resources,
 from sandbox.scheduler import PODGROUPS, QUEUES, queue_of
 
 VCJOBS = "batch.volcano.sh/jobs"
+SECRETS = "/secrets"
 MANAGER = "volcano-controllers"
+
+
+def _flags(args: list[str], known: dict[str, str]) -> dict[str, str]:
+    """Parse plugin arguments like Go's flag package (``--name=value`` or ``--name value``).
+
+    As there, parsing stops at the first flag the plugin does not define: it and every
+    argument after it are ignored (Volcano only logs the error), so ``known``'s defaults
+    stay in force for them.
+    """
+    values = dict(known)
+    i = 0
+    while i < len(args):
+        arg = str(args[i]).lstrip("-")
+        name, has_value, value = arg.partition("=")
+        if name not in known:
+            break
+        if not has_value and i + 1 < len(args):
+            i += 1
+            value = str(args[i])
+        values[name] = value
+        i += 1
+    return values
+
+
+def _plugins(job: dict[str, Any]) -> dict[str, list[str]]:
+    return {k: list(v or []) for k, v in ((job.get("spec") or {}).get("plugins") or {}).items()}
+
+
+def _mpi_hosts(job: dict[str, Any], task_name: str) -> str:
+    name = job["metadata"]["name"]
+    for task in (job.get("spec") or {}).get("tasks") or []:
+        if task.get("name") == task_name:
+            return ",".join(f"{name}-{task_name}-{i}.{name}" for i in range(int(task.get("replicas") or 1)))
+    return ""
+
+
+def _apply_plugins(job: dict[str, Any], task_name: str, index: int, pod_spec: dict[str, Any]) -> None:
+    """What Volcano's job plugins add to a pod when the controller creates it (OnPodCreate).
+
+    * env: VK_TASK_INDEX and VC_TASK_INDEX, appended to every container's env.
+    * svc: host name ``<job>-<task>-<i>`` in the subdomain ``<job>`` (the headless Service).
+    * mpi: MPI_HOST (the worker task's host names) on the master task, and the ``--port``
+      (default 22) opened as ``mpijob-port`` on every container.
+    * ssh: the Secret ``<job>-ssh`` (key pair, authorized_keys, ssh config) mounted at
+      ``--ssh-key-file-path`` (default /root/.ssh) with subPath ``.ssh``. It defines no
+      port flag: the config it writes names hosts only.
+    """
+    plugins = _plugins(job)
+    name = job["metadata"]["name"]
+    containers = pod_spec.get("containers") or []
+    if "env" in plugins:
+        for c in containers + (pod_spec.get("initContainers") or []):
+            c["env"] = [
+                *(c.get("env") or []),
+                {"name": "VK_TASK_INDEX", "value": str(index)},
+                {"name": "VC_TASK_INDEX", "value": str(index)},
+            ]
+    if "svc" in plugins:
+        pod_spec.setdefault("hostname", f"{name}-{task_name}-{index}")
+        pod_spec.setdefault("subdomain", name)
+    if "mpi" in plugins:
+        mpi = _flags(plugins["mpi"], {"master": "master", "worker": "worker", "port": "22"})
+        for c in containers:
+            if task_name == mpi["master"]:
+                c["env"] = [*(c.get("env") or []), {"name": "MPI_HOST", "value": _mpi_hosts(job, mpi["worker"])}]
+            if mpi["port"].isdigit() and not any(
+                p.get("containerPort") == int(mpi["port"]) for p in c.get("ports") or []
+            ):
+                c["ports"] = [*(c.get("ports") or []), {"name": "mpijob-port", "containerPort": int(mpi["port"])}]
+    if "ssh" in plugins:
+        ssh = _flags(plugins["ssh"], {"ssh-key-file-path": "/root/.ssh", "ssh-private-key": "", "ssh-public-key": ""})
+        secret = f"{name}-ssh"
+        files = ("id_rsa", "id_rsa.pub", "authorized_keys", "config")
+        pod_spec["volumes"] = [
+            *(pod_spec.get("volumes") or []),
+            {
+                "name": secret,
+                "secret": {
+                    "secretName": secret,
+                    "items": [{"key": f, "path": f".ssh/{f}"} for f in files],
+                    "defaultMode": 0o600,
+                },
+            },
+        ]
+        for c in containers + (pod_spec.get("initContainers") or []):
+            mount = {"name": secret, "mountPath": ssh["ssh-key-file-path"], "subPath": ".ssh"}
+            c["volumeMounts"] = [*(c.get("volumeMounts") or []), mount]
+
+
+def _ssh_config(job: dict[str, Any]) -> str:
+    name = job["metadata"]["name"]
+    config = "StrictHostKeyChecking no\nUserKnownHostsFile /dev/null\n"
+    for task in (job.get("spec") or {}).get("tasks") or []:
+        for i in range(int(task.get("replicas") or 1)):
+            host = f"{name}-{task.get('name')}-{i}"
+            config += f"Host {host}\n  HostName {host}.{name}\n"
+    return config
+
+
+def _ensure_ssh_secret(ctx: Ctx, job: dict[str, Any]) -> None:
+    """The ssh plugin's Secret (OnJobAdd). The key material is a simulation's, not a key."""
+    if "ssh" not in _plugins(job):
+        return
+    meta = job["metadata"]
+    name = f"{meta['name']}-ssh"
+    if ctx.get(SECRETS, meta["namespace"], name) is not None:
+        return
+
+    def b64(text: str) -> str:
+        return base64.b64encode(text.encode()).decode()
+
+    data = {
+        "id_rsa": b64(f"sandbox private key of {meta['namespace']}/{meta['name']}\n"),
+        "id_rsa.pub": b64(f"ssh-rsa sandbox-{meta['uid']}\n"),
+        "authorized_keys": b64(f"ssh-rsa sandbox-{meta['uid']}\n"),
+        "config": b64(_ssh_config(job)),
+    }
+    secret = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": name, "namespace": meta["namespace"], "ownerReferences": [owner_reference(job)]},
+        "type": "Opaque",
+        "data": data,
+    }
+    try:
+        ctx.create(SECRETS, secret, MANAGER)
+    except ApiError as exc:
+        ctx.warn(
+            job, "PluginError", f"create secret for job <{meta['namespace']}/{meta['name']}>: {exc.message}", MANAGER
+        )
 
 
 def _pod(job: dict[str, Any], task: dict[str, Any], index: int, pg_name: str, queue: str) -> dict[str, Any]:
@@ -63,8 +196,7 @@ def _pod(job: dict[str, Any], task: dict[str, Any], index: int, pg_name: str, qu
     if spec.get("priorityClassName"):
         pod_spec.setdefault("priorityClassName", spec["priorityClassName"])
     pod_spec.setdefault("restartPolicy", "OnFailure")
-    pod_spec["hostname"] = f"{name}-{task_name}-{index}"
-    pod_spec["subdomain"] = name
+    _apply_plugins(job, task_name, index, pod_spec)
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -97,6 +229,7 @@ def reconcile_jobs(ctx: Ctx) -> None:
         ensure_podgroup(
             ctx, job, pg_name, min_available, queue, total_requests(planned), {}, spec.get("priorityClassName"), MANAGER
         )
+        _ensure_ssh_secret(ctx, job)
         runs = ctx.memo("runs").get(meta["uid"], {})
         if "started" not in runs:
             for pod in planned:

@@ -64,7 +64,9 @@
     }
     const units = perReplica * replicas;
     const perHour = price * units;
-    let text = `Estimated cost: ${money(perHour)} per hour (${units} unit${units === 1 ? "" : "s"} × $${price.toFixed(4)})`;
+    // The offering's own unit (slice, GPU, share, replica), as portal.units names it on the server.
+    const noun = (units > 0 && units <= 1 ? chosen.getAttribute("data-unit") : chosen.getAttribute("data-units")) || "units";
+    let text = `Estimated cost: ${money(perHour)} per hour (${units} ${noun} × $${price.toFixed(4)})`;
     const seconds = kind === "training" ? whole(form, "max_runtime_seconds", 0) : 0;
     if (seconds > 0) {
       const hours = seconds / 3600;

@@ -44,7 +44,7 @@ def test_alice_requests_a_notebook_on_a_mig_slice_watches_it_run_and_stops_it(
     slice_row.get_by_role("radio").check()
     # workloads.js follows the choice: the row is marked and the estimate names the slice's price.
     expect(slice_row).to_have_class(re.compile(r"\bchosen\b"))
-    expect(page.locator("#cost-estimate")).to_contain_text("Estimated cost: $0.40 per hour (1 unit")
+    expect(page.locator("#cost-estimate")).to_contain_text("Estimated cost: $0.40 per hour (1 slice × $0.4000)")
     browser.step(page, "form-filled")
 
     page.get_by_role("button", name="Request notebook").click()
@@ -62,6 +62,10 @@ def test_alice_requests_a_notebook_on_a_mig_slice_watches_it_run_and_stops_it(
     )
     timeline = live.locator("ol.timeline .badge")
     expect(timeline).to_have_text(["Queued", "Submitted", "Running"])
+    # The Logs and Manifests panels poll too: they leave "No pods yet"/"Nothing applied" by themselves.
+    expect(page.locator("#workload-manifests summary")).to_have_text(re.compile(r"^\d+ objects?$"))
+    expect(page.locator("#workload-logs pre.log")).to_be_visible(timeout=15_000)
+    expect(page.locator("#workload-logs")).to_contain_text("Last 200 lines of explore-mig-0")
     browser.step(page, "running")
 
     # The usage fragment polls itself every 10 s while the workload is live; the beat samples
@@ -139,7 +143,8 @@ def test_bob_asks_for_more_h100s_and_sees_them_once_admin_approves(browser, cast
     expect(_quota_cell(card, "H100-80GB", "Limit")).to_have_text("4")
     expect(_quota_cell(card, "H100-80GB", "Guaranteed")).to_have_text("1")
     expect(_request_row(card, quota_request.pk)).to_contain_text("Approved")
-    expect(_request_row(card, quota_request.pk)).to_contain_text("admin: Approved for the release.")
+    expect(_request_row(card, quota_request.pk)).to_contain_text("Approved by admin")
+    expect(_request_row(card, quota_request.pk)).to_contain_text("Approved for the release.")
     browser.step(bob, "quotas-after")
     assert Quota.objects.get(team=cast.nlp, gpu_class="H100-80GB").limit == 4
     # The approval reached the cluster too: the worker applied nlp's hard GPU quota.

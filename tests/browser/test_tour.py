@@ -16,6 +16,7 @@ from playwright.sync_api import expect
 
 from jobs import lifecycle
 from jobs.models import State, Workload
+from portal.notices import notify
 from quotas.models import Quota
 from quotas.requests import file_request
 from tests.browser.conftest import LAPTOP, PHONE, SCREENSHOTS, screenshot
@@ -57,6 +58,12 @@ def test_a_tour_of_the_main_pages_on_a_laptop_and_a_phone(browser, cast, catalog
     file_request(
         cast.bob, cast.nlp, gpu_class="H100-80GB", limit=8, justification="Fine-tuning the 70B model in March."
     )
+    notify(
+        cast.alice,
+        "Approved: workload 12 may use 1 H100-80GB over quota",
+        "admin approved the exception; the workload is queued.",
+        "/workloads/",
+    )
 
     TOUR.mkdir(parents=True, exist_ok=True)
     for old in TOUR.glob("*.png"):
@@ -93,6 +100,11 @@ def test_a_tour_of_the_main_pages_on_a_laptop_and_a_phone(browser, cast, catalog
         alice.goto("/usage/")
         expect(alice.get_by_role("heading", name="Usage of Computer Vision")).to_be_visible()
         _shoot(alice, device, "06-usage-dashboard")
+
+        alice.goto("/notices/")
+        expect(alice.locator(".notices-link .badge.unread")).to_have_text("1")
+        expect(alice.locator("ul.notices")).to_contain_text("may use 1 H100-80GB over quota")
+        _shoot(alice, device, "08-notices")
 
         admin = browser.log_in(cast.admin, viewport=viewport, name=f"admin-{device}")
         admin.goto("/approvals/")

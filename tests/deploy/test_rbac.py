@@ -15,11 +15,32 @@ from tests.deploy.chart import MINIMAL, documents, find
 
 
 def rendered_grants() -> set[tuple[str, str, str]]:
+    """Grants on every object of a resource (rules without resourceNames)."""
     role = find(documents(MINIMAL), "ClusterRole")
     out = set()
     for rule in role["rules"]:
+        if "resourceNames" in rule:
+            continue
         assert set(rule) == {"apiGroups", "resources", "verbs"}, rule
         out.update((g, r, v) for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"])
+    return out
+
+
+def rendered_named_grants() -> set[tuple[str, str, str, str]]:
+    role = find(documents(MINIMAL), "ClusterRole")
+    out = set()
+    for rule in role["rules"]:
+        if "resourceNames" not in rule:
+            continue
+        assert set(rule) == {"apiGroups", "resources", "resourceNames", "verbs"}, rule
+        assert rule["resourceNames"], "an empty resourceNames list grants every object"
+        out.update(
+            (g, r, v, n)
+            for g in rule["apiGroups"]
+            for r in rule["resources"]
+            for v in rule["verbs"]
+            for n in rule["resourceNames"]
+        )
     return out
 
 
@@ -29,6 +50,19 @@ def test_the_committed_cluster_role_is_the_one_derived_from_the_code():
 
 def test_the_rendered_cluster_role_grants_exactly_the_derived_permissions():
     assert rendered_grants() == rbac.grants()
+    assert rendered_named_grants() == rbac.named_grants()
+
+
+def test_add_on_configuration_is_readable_by_name_only():
+    from jobs.kube.kinds import CONFIG_OBJECTS
+
+    named = rendered_named_grants()
+    for entry in CONFIG_OBJECTS:
+        for name in entry.names:
+            assert (entry.info.group, entry.info.plural, "get", name) in named
+    assert {v for _, _, v, _ in named} == {"get"}
+    config_resources = {(e.info.group, e.info.plural) for e in CONFIG_OBJECTS}
+    assert not {(g, r) for g, r, _ in rendered_grants()} & config_resources, "no unnamed grant on them"
 
 
 def test_every_kind_in_the_table_can_be_read_and_every_kind_the_builders_make_can_be_applied():
@@ -69,6 +103,7 @@ def test_every_path_suffix_the_client_appends_is_a_granted_subresource():
 def test_the_role_grants_nothing_dangerous():
     granted = rendered_grants()
     assert not {g for g in granted if "*" in g}, "no wildcards"
+    assert not {g for g in rendered_named_grants() if "*" in g}, "no wildcards"
     resources = {r for _, r, _ in granted}
     assert not resources & {"secrets", "configmaps", "nodes/proxy", "pods/exec", "pods/attach", "pods/portforward"}
     assert not {(g, r) for g, r, _ in granted if g == "rbac.authorization.k8s.io"}

@@ -72,7 +72,7 @@ def test_a_label_that_would_override_the_portals_is_refused(api, cast, quota):
 def test_post_over_quota_is_a_400_with_the_numbers(api, cast, quota):
     response = post(api, cast.alice, {"team": "vision", **training(replicas=5)})
     assert response.status_code == 400
-    assert "vision has 0 of 4 H100-80GB in use; this request needs 5" in response.json()["quota"][0]
+    assert "vision has 0 of 4 H100-80GB GPUs in use; this request needs 5 H100-80GB GPUs" in response.json()["quota"][0]
 
 
 def test_post_to_a_team_you_are_not_in_is_refused_without_revealing_it(api, cast, quota):

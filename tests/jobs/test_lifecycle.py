@@ -53,7 +53,9 @@ def test_burst_above_guaranteed_is_admitted_as_preemptible(cast, quotas):
 
 def test_a_request_over_the_limit_is_refused_with_the_numbers_and_nothing_saved(cast, quotas):
     lifecycle.request_workload(cast.alice, cast.vision, training("a", replicas=3))
-    with pytest.raises(QuotaRefused, match="vision has 3 of 4 H100-80GB in use; this request needs 2"):
+    with pytest.raises(
+        QuotaRefused, match="vision has 3 of 4 H100-80GB GPUs in use; this request needs 2 H100-80GB GPUs"
+    ):
         lifecycle.request_workload(cast.alice, cast.vision, training("b"))
     assert Workload.objects.count() == 1
     assert used(quotas["h100"]) == 3

@@ -106,3 +106,71 @@ def test_a_missing_kubeconfig_fails_naming_the_file(settings, tmp_path):
         call_command("cluster_check", stdout=io.StringIO())
 
     assert caught.value.returncode == 1
+
+
+def test_an_add_on_object_the_role_may_not_read_is_reported_and_the_rest_still_checked(kube_settings, fake_api):
+    serve_discovery(fake_api)
+    discovery = fake_api.fallback
+
+    def answer(request):
+        if request.path == "/api/v1/namespaces/volcano-system/configmaps/volcano-scheduler-configmap":
+            return error(403, "Forbidden", 'configmaps "volcano-scheduler-configmap" is forbidden')
+        return discovery(request)
+
+    fake_api.fallback = answer
+    out = io.StringIO()
+
+    call_command("cluster_check", stdout=out)
+
+    text = out.getvalue()
+    assert "UNKNOWN    ConfigMap volcano-system/volcano-scheduler-configmap" in text
+    assert "cannot read it: 403 Forbidden" in text
+    assert "NOT FOUND  ConfigMap kserve/inferenceservice-config" in text
+    read = {r.path for r in fake_api.requests if "/namespaces/" in r.path or "clusterstoragecontainers" in r.path}
+    assert read == {
+        "/api/v1/namespaces/kserve/configmaps/inferenceservice-config",
+        "/apis/serving.kserve.io/v1alpha1/clusterstoragecontainers/default",
+        "/api/v1/namespaces/knative-serving/configmaps/config-features",
+        "/api/v1/namespaces/volcano-system/configmaps/volcano-scheduler-configmap",
+        "/api/v1/namespaces/kueue-system/configmaps/kueue-manager-config",
+        "/apis/apps/v1/namespaces/gpu-operator/daemonsets/nvidia-dcgm-exporter",
+    }
+    with pytest.raises(CommandError, match=r"configuration finding\(s\) need attention") as caught:
+        call_command("cluster_check", "--strict", stdout=io.StringIO())
+    assert caught.value.returncode == 1
+
+
+def test_the_namespaces_looked_in_can_be_given(kube_settings, fake_api):
+    serve_discovery(fake_api)
+    call_command(
+        "cluster_check",
+        "--kserve-namespace",
+        "kubeflow",
+        "--dcgm-exporter",
+        "monitoring/dcgm-exporter",
+        stdout=io.StringIO(),
+    )
+    paths = {r.path for r in fake_api.requests}
+    assert "/api/v1/namespaces/kubeflow/configmaps/inferenceservice-config" in paths
+    assert "/apis/apps/v1/namespaces/monitoring/daemonsets/dcgm-exporter" in paths
+
+
+@pytest.mark.parametrize(
+    "value, message",
+    [
+        ("nvidia-dcgm-exporter", "--dcgm-exporter must be NAMESPACE/NAME"),
+        ("gpu-operator/my-exporter", "the DaemonSet must be named nvidia-dcgm-exporter or dcgm-exporter"),
+    ],
+)
+def test_a_dcgm_exporter_the_role_cannot_read_is_refused_up_front(kube_settings, fake_api, value, message):
+    with pytest.raises(CommandError, match=message):
+        call_command("cluster_check", "--dcgm-exporter", value, stdout=io.StringIO())
+    assert fake_api.requests == []
+
+
+def test_the_client_reads_only_the_configuration_objects_it_is_granted(kube_settings):
+    from jobs.kube.client import Cluster
+    from jobs.kube.kinds import UnknownKind
+
+    with Cluster.from_settings() as cluster, pytest.raises(UnknownKind, match="CONFIG_OBJECTS"):
+        cluster.read_config("v1", "ConfigMap", "aws-auth", "kube-system")

@@ -12,7 +12,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 
 from jobs.kube.client import FIELD_MANAGER, Cluster
 from jobs.kube.errors import Conflict, Forbidden, Invalid, Throttled, Transient, WatchExpired
@@ -381,3 +381,34 @@ def test_a_pod_over_the_namespace_gpu_quota_is_forbidden_with_the_quota_message(
 
     assert caught.value.transient is False
     assert "exceeded quota: gpus" in caught.value.message
+
+
+def test_cluster_check_reports_the_add_on_configuration_or_that_it_is_not_found(sandbox, settings):
+    """The sandbox may or may not serve the add-ons' configuration objects (ConfigMaps and the
+    dcgm-exporter DaemonSet are seeded per cluster profile): each is either checked or
+    reported as not found, and only --strict turns findings into a failure."""
+    settings.KUBE_CONFIG = str(sandbox.kubeconfig_path)
+    settings.KUBE_CONTEXT = ""
+    out = io.StringIO()
+
+    call_command("cluster_check", stdout=out)
+
+    text = out.getvalue()
+    section = text.split("add-on configuration (what the portal needs of it):\n", 1)[1]
+    lines = [line for line in section.splitlines() if line.startswith("  ") and "fix: " not in line]
+    for source in (
+        "ConfigMap kserve/inferenceservice-config",
+        "ConfigMap knative-serving/config-features",
+        "ConfigMap volcano-system/volcano-scheduler-configmap",
+        "ConfigMap kueue-system/kueue-manager-config",
+        "DaemonSet gpu-operator/nvidia-dcgm-exporter",
+    ):
+        statuses = {line.split()[0] for line in lines if source in line}
+        assert statuses and statuses <= {"ok", "FIX", "NOT", "UNKNOWN"}, (source, statuses)
+    attention = "configuration finding(s) need attention" in text
+    assert attention or "configuration: all ok" in text
+    if attention:
+        with pytest.raises(CommandError, match="configuration finding"):
+            call_command("cluster_check", "--strict", stdout=io.StringIO())
+    else:
+        call_command("cluster_check", "--strict", stdout=io.StringIO())

@@ -232,7 +232,7 @@ def test_a_trainjob_is_suspended_in_the_local_queue_on_the_kueue_runtime_of_its_
     assert {r["metadata"]["name"] for r in cluster_training_runtimes("kueue")} >= {job["spec"]["runtimeRef"]["name"]}
 
 
-def test_torch_on_a_dra_offering_is_a_jobset_with_what_volcanos_pytorch_plugin_would_set():
+def test_torch_on_a_dra_offering_is_a_jobset_with_torchruns_pet_variables_as_trainer_sets_them():
     s = kueue_spec(
         "training",
         name="dra-torch",
@@ -309,11 +309,10 @@ def test_torch_on_a_dra_offering_is_a_jobset_with_what_volcanos_pytorch_plugin_w
                                             "image": "nvcr.io/nvidia/pytorch:24.08-py3",
                                             "command": ["python", "train.py"],
                                             "env": [
-                                                {"name": "MASTER_ADDR", "value": "dra-torch-node-0-0.dra-torch"},
-                                                {"name": "MASTER_PORT", "value": "23456"},
-                                                {"name": "WORLD_SIZE", "value": "2"},
+                                                {"name": "PET_NNODES", "value": "2"},
+                                                {"name": "PET_NPROC_PER_NODE", "value": "2"},
                                                 {
-                                                    "name": "RANK",
+                                                    "name": "PET_NODE_RANK",
                                                     "valueFrom": {
                                                         "fieldRef": {
                                                             "fieldPath": "metadata.annotations"
@@ -321,6 +320,8 @@ def test_torch_on_a_dra_offering_is_a_jobset_with_what_volcanos_pytorch_plugin_w
                                                         }
                                                     },
                                                 },
+                                                {"name": "PET_MASTER_ADDR", "value": "dra-torch-node-0-0.dra-torch"},
+                                                {"name": "PET_MASTER_PORT", "value": "29500"},
                                             ],
                                             "resources": {
                                                 "requests": resources,

@@ -85,6 +85,19 @@ def test_a_notebook_on_a_mig_slice_with_a_workspace():
                             {
                                 "name": "retina-explore",
                                 "image": "quay.io/jupyter/pytorch-notebook:cuda12-2024-10-07",
+                                # Not a Kubeflow image: started under the prefix the controller sets.
+                                "args": [
+                                    "jupyter",
+                                    "lab",
+                                    "--ip=0.0.0.0",
+                                    "--port=8888",
+                                    "--no-browser",
+                                    "--ServerApp.base_url=$(NB_PREFIX)",
+                                    "--ServerApp.token=",
+                                    "--ServerApp.password=",
+                                    "--ServerApp.allow_origin=*",
+                                    "--ServerApp.allow_remote_access=True",
+                                ],
                                 "env": [{"name": "HF_HOME", "value": "/home/jovyan/.cache"}],
                                 "resources": {
                                     "requests": {"cpu": "4", "memory": "16Gi", "nvidia.com/mig-1g.10gb": "1"},
@@ -92,6 +105,11 @@ def test_a_notebook_on_a_mig_slice_with_a_workspace():
                                 },
                                 "securityContext": CONTAINER_SECURITY,
                                 "volumeMounts": [SHM_MOUNT, {"name": "workspace", "mountPath": "/home/jovyan"}],
+                                # Ready when the URL the user opens answers (Jupyter's API under the prefix).
+                                "readinessProbe": {
+                                    "httpGet": {"path": "/notebook/team-vision/retina-explore/api", "port": 8888},
+                                    "periodSeconds": 10,
+                                },
                             }
                         ],
                         "volumes": [
@@ -253,7 +271,14 @@ def test_an_endpoint_serving_a_model_on_a_shared_l4():
 
 
 def test_a_notebook_on_a_dra_gpu_gets_a_claim_template_and_runs_as_a_statefulset():
-    s = spec("notebook", name="dra-explore", workload_id=104, offering="h100-80gb-dra")
+    # A Kubeflow notebook image serves under NB_PREFIX by itself: no start arguments.
+    s = spec(
+        "notebook",
+        name="dra-explore",
+        workload_id=104,
+        offering="h100-80gb-dra",
+        image="ghcr.io/kubeflow/kubeflow/notebook-servers/jupyter-pytorch-cuda-full:v1.10.0",
+    )
     labels = {
         "app.kubernetes.io/managed-by": "gpu-portal",
         "gpu-portal.io/team": "vision",
@@ -327,7 +352,7 @@ def test_a_notebook_on_a_dra_gpu_gets_a_claim_template_and_runs_as_a_statefulset
                         "containers": [
                             {
                                 "name": "dra-explore",
-                                "image": "quay.io/jupyter/pytorch-notebook:cuda12-2024-10-07",
+                                "image": "ghcr.io/kubeflow/kubeflow/notebook-servers/jupyter-pytorch-cuda-full:v1.10.0",
                                 "env": [{"name": "NB_PREFIX", "value": "/notebook/team-vision/dra-explore"}],
                                 "resources": {
                                     "requests": {"cpu": "2", "memory": "8Gi"},
@@ -338,6 +363,10 @@ def test_a_notebook_on_a_dra_gpu_gets_a_claim_template_and_runs_as_a_statefulset
                                 "volumeMounts": [SHM_MOUNT],
                                 "ports": [{"name": "notebook-port", "containerPort": 8888, "protocol": "TCP"}],
                                 "workingDir": "/home/jovyan",
+                                "readinessProbe": {
+                                    "httpGet": {"path": "/notebook/team-vision/dra-explore/api", "port": 8888},
+                                    "periodSeconds": 10,
+                                },
                             }
                         ],
                         "volumes": [SHM_VOLUME],

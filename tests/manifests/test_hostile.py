@@ -228,7 +228,20 @@ def accepted_hostile_requests(draw) -> dict[str, Any]:
 
 PORTAL_KEYS = (MANAGED_BY_LABEL, TEAM_LABEL, WORKLOAD_ID_LABEL, KIND_LABEL)
 DNS1123 = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
-PORTAL_ENV = {"NB_PREFIX", "STORAGE_URI"}
+# What the builders set themselves: the notebook prefix, KServe's storage URI, torchrun's
+# PET_* variables and mpirun's ssh arguments (user env may never name these).
+PORTAL_ENV = {
+    "NB_PREFIX",
+    "STORAGE_URI",
+    "PET_NNODES",
+    "PET_NPROC_PER_NODE",
+    "PET_NODE_RANK",
+    "PET_MASTER_ADDR",
+    "PET_MASTER_PORT",
+    "MPI_HOST",
+    "OMPI_MCA_plm_rsh_args",
+    "PRTE_MCA_plm_ssh_args",
+}
 
 
 def check_request(data: dict[str, Any]) -> None:

@@ -201,9 +201,10 @@ def test_a_volcano_job_is_gang_scheduled_over_all_its_pods():
     }
     _, objects = build("h100-80gb-dra", "torch-4-nodes")
     job = objects[-1]
-    assert [(t["name"], t["replicas"]) for t in job["spec"]["tasks"]] == [("master", 1), ("worker", 3)]
+    assert [(t["name"], t["replicas"]) for t in job["spec"]["tasks"]] == [("node", 4)]
     assert job["spec"]["minAvailable"] == 4
-    assert job["spec"]["plugins"] == {"pytorch": ["--master=master", "--worker=worker", "--port=23456"], "svc": []}
+    # Volcano's pytorch plugin would set MASTER_ADDR/RANK, which torchrun ignores.
+    assert job["spec"]["plugins"] == {"env": [], "svc": []}
     for task in job["spec"]["tasks"]:
         assert task["template"]["spec"]["activeDeadlineSeconds"] == 7200
 
@@ -214,6 +215,12 @@ def test_the_mpi_launcher_runs_the_command_and_the_workers_run_the_image_entrypo
     assert launcher["template"]["spec"]["containers"][0]["command"] == ["mpirun", "python", "t.py"]
     assert "command" not in worker["template"]["spec"]["containers"][0]
     assert launcher["template"]["spec"]["containers"][0]["resources"]["limits"] == {"cpu": "1", "memory": "2Gi"}
+    # Volcano's ssh plugin has no port option and its config names hosts only: mpirun's ssh
+    # gets the sshd port and the plugin's key and config itself.
+    assert {
+        "name": "OMPI_MCA_plm_rsh_args",
+        "value": "-p 2222 -i /etc/volcano/.ssh/id_rsa -F /etc/volcano/.ssh/config",
+    } in launcher["template"]["spec"]["containers"][0]["env"]
 
 
 def test_a_torch_trainjob_names_the_runtime_of_its_priority_class_and_its_deadline():

@@ -45,7 +45,7 @@ def test_one_gpu_over_the_limit_is_refused_with_the_numbers(cast, catalog, visio
     admit_now(cast.vision, catalog["h100-80gb"], 6)
     with pytest.raises(QuotaRefused) as refused:
         admit_now(cast.vision, catalog["h100-80gb"], 3)
-    assert "vision has 6 of 8 H100-80GB in use; this request needs 3" in str(refused.value)
+    assert "vision has 6 of 8 H100-80GB GPUs in use; this request needs 3 H100-80GB GPUs" in str(refused.value)
     assert used(cast.vision) == 6
 
 
@@ -59,7 +59,7 @@ def test_over_the_limit_with_an_exception_asked_for_waits_for_approval_without_c
 
 
 def test_a_team_without_a_quota_for_the_class_is_refused_and_told_so(cast, catalog):
-    with pytest.raises(QuotaRefused, match="vision has no quota for H100-80GB; this request needs 1"):
+    with pytest.raises(QuotaRefused, match="vision has no quota for H100-80GB; this request needs 1 H100-80GB GPU"):
         admit_now(cast.vision, catalog["h100-80gb"], 1)
 
 
@@ -77,7 +77,11 @@ def test_seven_mig_slices_fit_in_one_a100_and_the_eighth_does_not(cast, catalog)
         assert decision.charge.gpu_class == "A100-80GB"
         assert decision.charge.amount == Decimal("0.142857")
     assert used(cast.vision, "A100-80GB") == Decimal("0.999999")
-    with pytest.raises(QuotaRefused, match=r"vision has 1 of 1 A100-80GB in use; this request needs 0.14"):
+    with pytest.raises(
+        QuotaRefused,
+        match=r"vision has 1 of 1 A100-80GB GPU in use; "
+        r"this request needs 1 slice of A100-80GB \(1g.10gb\) = 0.14 A100-80GB GPU",
+    ):
         admit_now(cast.vision, slice_, 1)
 
 
@@ -99,7 +103,9 @@ def test_lowering_a_limit_below_usage_keeps_running_work_and_refuses_new_work(ca
     admit_now(cast.vision, catalog["h100-80gb"], 6)
     change = set_quota(cast.vision, "H100-80GB", 2, 4, cast.admin, "Budget cut")
     assert (change.quota.used, change.quota.limit, change.quota.overage) == (6, 4, 2)
-    with pytest.raises(QuotaRefused, match="vision has 6 of 4 H100-80GB in use; this request needs 1"):
+    with pytest.raises(
+        QuotaRefused, match="vision has 6 of 4 H100-80GB GPUs in use; this request needs 1 H100-80GB GPU"
+    ):
         admit_now(cast.vision, catalog["h100-80gb"], 1)
     # The running work finishes; overage shrinks with it, and new work fits again once under the limit.
     release(cast.vision, "H100-80GB", Decimal(3))

@@ -184,7 +184,7 @@ def test_denying_an_exception_rejects_the_workload(cast, waiting_workload):
     assert Workload.objects.get(pk=waiting_workload.pk).state == State.REJECTED
     assert quota(cast.vision).used == 8
     notice = Notice.objects.get(user=cast.alice)
-    assert notice.subject == f"Denied: workload {waiting_workload.pk} over quota (1 H100-80GB)"
+    assert notice.subject == f"Denied: workload {waiting_workload.pk} over quota (1 H100-80GB GPU)"
     assert notice.body == "admin denied the exception; the workload will not run.\n\nComment: No"
 
 

@@ -62,6 +62,9 @@ ACCESS: dict[str, dict[str, Rule]] = {
     "profile": {"GET": USER, "POST": USER},
     "revoke-token": {"POST": USER},  # one's own tokens only: anyone else's, even for admins, is a 404
     "switch-team": {"POST": USER.via("body")},
+    # One's own notices only: ids of anyone else's (even for admins) match nothing.
+    "notice-list": {"GET": USER},
+    "notice-read": {"POST": USER},
     # Probes: public, and they say nothing but ok/down.
     "healthz": {"GET": PUBLIC, "POST": PUBLIC},
     "readyz": {"GET": PUBLIC, "POST": PUBLIC},
@@ -91,6 +94,7 @@ ACCESS: dict[str, dict[str, Rule]] = {
     "workload-detail": {"GET": USER},
     "workload-live": {"GET": USER},
     "workload-logs": {"GET": USER},
+    "workload-manifests": {"GET": USER},
     "workload-stop": {"POST": USER},
     "workload-rollout": {"POST": USER},
     "workload-promote": {"POST": USER},

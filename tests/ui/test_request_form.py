@@ -66,17 +66,17 @@ def test_the_offering_picker_shows_price_memory_capacity_and_what_the_team_has_l
     client.force_login(quotas.alice)
     page = client.get("/workloads/new/notebook/").content.decode()
     _, name, gpu, memory, price, free, left = picker_cells(page, "h100-80gb")
-    assert (gpu, memory, price, free, left) == ("H100-80GB", "80 GiB", "$4.00", "5 of 16", "2")
+    assert (gpu, memory, price, free, left) == ("H100-80GB", "80 GiB", "$4.00 per GPU", "5 of 16 GPUs", "2 GPUs")
     assert "h100-80gb" in name
-    # Never observed: "unknown"; 2 A100s are 14 slices of 1/7.
+    # Never observed: "unknown"; 2 A100s are 14 slices of 1/7, counted in slices like their price.
     assert picker_cells(page, "a100-80gb-1g.10gb")[2:] == [
         "A100-80GB · MIG 1g.10gb",
         "10 GiB",
-        "$0.40",
+        "$0.40 per slice",
         "unknown",
-        "14",
+        "14 slices",
     ]
-    assert picker_cells(page, "cpu")[2:] == ["CPU only", "—", "$0.10", "—", "—"]
+    assert picker_cells(page, "cpu")[2:] == ["CPU only", "—", "$0.10 per replica", "—", "—"]
 
 
 def test_changing_the_team_re_renders_the_picker_with_that_teams_quota(client, quotas):
@@ -89,7 +89,7 @@ def test_changing_the_team_re_renders_the_picker_with_that_teams_quota(client, q
     assert "<html" not in page and 'id="offering-picker"' in page
     assert "nlp has left" in page
     assert re.search(r'id="offering-h100-80gb"[^>]*checked', page)
-    assert picker_cells(page, "h100-80gb")[-1] == "1"
+    assert picker_cells(page, "h100-80gb")[-1] == "1 GPU"
     client.force_login(quotas.alice)
     assert client.get("/workloads/new/notebook/?team=nlp", HTTP_HX_TARGET="offering-picker", **HTMX).status_code == 404
 
@@ -186,7 +186,10 @@ def test_an_over_quota_request_shows_the_numbers(client, quotas):
             "action": "create",
         },
     ).content.decode()
-    assert "Over quota: vision has 0 of 2 H100-80GB in use; this request needs 16." in html.unescape(page)
+    assert (
+        "Over quota: vision has 0 of 2 H100-80GB GPUs in use; this request needs 16 H100-80GB GPUs."
+        in html.unescape(page)
+    )
     assert not Workload.objects.exists()
     assert 'value="big"' in page
 
@@ -252,6 +255,6 @@ def test_the_cost_estimate_multiplies_price_units_and_maximum_runtime(client, qu
     ).content.decode()
     estimate = " ".join(re.search(r'<p id="cost-estimate".*?</p>', page, re.S).group(0).split())
     assert "$64.00 per hour" in estimate
-    assert "16 units × $4.0000" in estimate
+    assert "16 GPUs × $4.0000" in estimate
     assert "at most <strong>$128.00</strong> over the maximum runtime of 2 h" in estimate
     assert not Workload.objects.exists()

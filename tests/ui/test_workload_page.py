@@ -48,9 +48,13 @@ def test_the_page_shows_the_request_its_admission_and_its_timeline(client, clust
     page = text(response)
     assert response.status_code == 200
     assert "explore notebook" in page
-    assert "Queued Waiting to be submitted to the cluster." in page
-    assert "Queued Requested by alice. Admitted as guaranteed: vision has 0 of 2 A100-80GB in use" in page
-    assert "Guaranteed · 0.14 of A100-80GB" in page
+    assert "Queued Why it waits: Waiting to be submitted to the cluster." in page
+    assert (
+        "Queued Requested by alice. Admitted as guaranteed: vision has 0 of 2 A100-80GB GPUs in use; "
+        "this request needs 1 slice of A100-80GB (1g.10gb) = 0.14 A100-80GB GPU." in page
+    )
+    assert "Guaranteed · charged 0.14 A100-80GB GPU" in page
+    assert "1 slice of A100-80GB (1g.10gb) per replica × 1 replica (1 slice of A100-80GB (1g.10gb) at most)" in page
     assert "gpu-portal-guaranteed" in page
     assert "image quay.io/jupyter/pytorch-notebook:2024-12-02" in page
     assert "Nothing has been applied to the cluster yet." in page

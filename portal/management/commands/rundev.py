@@ -2,22 +2,22 @@
 
 The sandbox cluster, the web server, a Celery worker and Celery beat run as real,
 separate processes, exactly as they would in production, so what works here works
-with a real cluster and broker too.
+with a real cluster and broker too. ``portal.supervisor`` starts one that dies again.
 """
 
 from __future__ import annotations
 
 import os
-import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
 from django.conf import settings
 from django.core.management.base import BaseCommand
+
+from portal.supervisor import Child, Supervisor
 
 SANDBOX_PORT = 8765
 
@@ -50,9 +50,8 @@ class Command(BaseCommand):
                 "--kubeconfig",
                 settings.KUBE_CONFIG,
             ]
-            crd_dir = Path(settings.BASE_DIR).parent / "shared" / "reference"
-            if crd_dir.is_dir():
-                sandbox += ["--crd-dir", str(crd_dir)]
+            # The sandbox validates custom resources against the upstream schemas it ships
+            # (sandbox/crds/), the same on every clone; ../shared/reference is not needed.
             if reset_sandbox:
                 sandbox.append("--reset")
             commands.append(("sandbox", sandbox))
@@ -61,50 +60,26 @@ class Command(BaseCommand):
             ("worker", [python, "-m", "celery", "-A", "portal", "worker", "--loglevel=INFO", "--concurrency=2"]),
             ("beat", [python, "-m", "celery", "-A", "portal", "beat", "--loglevel=INFO"]),
         ]
-        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-        procs = []
-        for name, cmd in commands:
-            proc = subprocess.Popen(
-                cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
-            )
-            threading.Thread(target=self._pipe, args=(name, proc), daemon=True).start()
-            procs.append((name, proc))
-            if name == "sandbox":
-                self._wait_for_port(SANDBOX_PORT, proc)
-        self.stdout.write(self.style.SUCCESS(f"\nGPU portal: http://127.0.0.1:{port}/"))
-        self.stdout.write(f"  logins: alice, bob, carol, admin; password {settings.DEMO_PASSWORD!r}")
-        self.stdout.write("  Ctrl-C stops everything.\n")
-        stop = threading.Event()
-        signal.signal(signal.SIGINT, lambda *_: stop.set())
-        signal.signal(signal.SIGTERM, lambda *_: stop.set())
-        try:
-            while not stop.is_set():
-                for name, proc in procs:
-                    if proc.poll() is not None:
-                        self.stderr.write(f"{name} exited with code {proc.returncode}; stopping the rest")
-                        stop.set()
-                stop.wait(0.5)
-        finally:
-            # Each process stops its own children (Celery its pool) on SIGTERM; a whole
-            # group is killed only if it has not stopped in time.
-            for _, proc in procs:
-                if proc.poll() is None:
-                    proc.terminate()
-            deadline = time.monotonic() + 10
-            for _, proc in procs:
-                try:
-                    proc.wait(timeout=max(0.1, deadline - time.monotonic()))
-                except subprocess.TimeoutExpired:
-                    os.killpg(proc.pid, signal.SIGKILL)
+        children = [
+            Child(name, cmd, ready=self._sandbox_ready if name == "sandbox" else None) for name, cmd in commands
+        ]
+        supervisor = Supervisor(children, write=self.stdout.write, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        self._stop = supervisor.stop
+        supervisor.stop_on_signals()
+        supervisor.run(on_started=lambda: self._banner(port, supervisor.write))
 
-    def _pipe(self, name: str, proc: subprocess.Popen) -> None:
-        for line in proc.stdout:
-            self.stdout.write(f"{name:>7} | {line.rstrip()}")
+    def _banner(self, port: int, write) -> None:
+        write(self.style.SUCCESS(f"\nGPU portal: http://127.0.0.1:{port}/"))
+        write(f"  logins: alice, bob, carol, admin; password {settings.DEMO_PASSWORD!r}")
+        write("  A process that dies is started again. Ctrl-C stops everything.\n")
+
+    def _sandbox_ready(self, proc: subprocess.Popen) -> None:
+        self._wait_for_port(SANDBOX_PORT, proc)
 
     def _wait_for_port(self, port: int, proc: subprocess.Popen, timeout: float = 30) -> None:
         """The web server and worker must not start before the cluster answers."""
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and proc.poll() is None:
+        while time.monotonic() < deadline and proc.poll() is None and not self._stop.is_set():
             try:
                 with socket.create_connection(("127.0.0.1", port), timeout=0.5):
                     return

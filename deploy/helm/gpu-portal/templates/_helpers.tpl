@@ -155,6 +155,76 @@ secretKeyRef:
     {{- include "gpu-portal.secretRef" (dict "source" .Values.secretKey "fullname" (include "gpu-portal.fullname" .) "key" "SECRET_KEY") | nindent 4 }}
 - name: PORTAL_API_RATE
   value: {{ .Values.config.apiRate | quote }}
+- name: PORTAL_ALLOWED_REGISTRIES
+  value: {{ .Values.config.allowedRegistries | quote }}
+- name: PORTAL_NOTEBOOK_URL_TEMPLATE
+  value: {{ .Values.config.notebookUrlTemplate | quote }}
+- name: PORTAL_TEAM_NAMESPACE_PREFIX
+  value: {{ .Values.config.teamNamespacePrefix | quote }}
+- name: PORTAL_BURST_BUDGET_CHECK
+  value: {{ .Values.config.burstBudgetCheck | quote }}
+- name: PORTAL_KUBE_TIMEOUT_SECONDS
+  value: {{ .Values.config.kube.timeoutSeconds | quote }}
+- name: PORTAL_KUBE_CONNECT_TIMEOUT
+  value: {{ .Values.config.kube.connectTimeoutSeconds | quote }}
+- name: PORTAL_KUBE_READ_TIMEOUT
+  value: {{ .Values.config.kube.readTimeoutSeconds | quote }}
+{{- if .Values.config.notebookImages }}
+- name: PORTAL_NOTEBOOK_IMAGES
+  value: {{ .Values.config.notebookImages | quote }}
+{{- end }}
+- name: PORTAL_RECONCILE_INTERVAL_SECONDS
+  value: {{ .Values.config.reconcile.intervalSeconds | quote }}
+- name: PORTAL_LOST_TASK_AFTER_SECONDS
+  value: {{ .Values.config.reconcile.lostTaskAfterSeconds | quote }}
+- name: PORTAL_FINISHED_RETENTION_SECONDS
+  value: {{ .Values.config.reconcile.finishedRetentionSeconds | quote }}
+- name: PORTAL_METRICS_SOURCE
+  value: {{ .Values.config.metrics.source | quote }}
+{{- if eq .Values.config.metrics.source "prometheus" }}
+- name: PORTAL_PROMETHEUS_URL
+  value: {{ required "config.metrics.prometheusUrl is required when config.metrics.source is prometheus" .Values.config.metrics.prometheusUrl | quote }}
+{{- else }}
+- name: PORTAL_PROMETHEUS_URL
+  value: {{ .Values.config.metrics.prometheusUrl | quote }}
+{{- end }}
+- name: PORTAL_DCGM_URLS
+  value: {{ .Values.config.metrics.dcgmUrls | quote }}
+- name: PORTAL_PROMETHEUS_MATCHERS
+  value: {{ .Values.config.metrics.prometheusMatchers | quote }}
+- name: PORTAL_METRICS_WINDOW_SECONDS
+  value: {{ .Values.config.metrics.windowSeconds | quote }}
+- name: PORTAL_METRICS_TIMEOUT_SECONDS
+  value: {{ .Values.config.metrics.timeoutSeconds | quote }}
+{{- range $name, $token := dict "PORTAL_DCGM_TOKEN" .Values.config.metrics.dcgmToken "PORTAL_PROMETHEUS_TOKEN" .Values.config.metrics.prometheusToken "PORTAL_METRICS_TOKEN" .Values.config.metrics.portalMetricsToken }}
+{{- if $token.existingSecret }}
+- name: {{ $name }}
+  valueFrom:
+    secretKeyRef:
+      name: {{ $token.existingSecret | quote }}
+      key: {{ $token.existingSecretKey | quote }}
+{{- end }}
+{{- end }}
+- name: PORTAL_IDLE_ENABLED
+  value: {{ .Values.config.idle.enabled | quote }}
+- name: PORTAL_IDLE_THRESHOLD_PERCENT
+  value: {{ .Values.config.idle.thresholdPercent | quote }}
+- name: PORTAL_IDLE_MINUTES
+  value: {{ .Values.config.idle.minutes | quote }}
+- name: PORTAL_IDLE_GRACE_MINUTES
+  value: {{ .Values.config.idle.graceMinutes | quote }}
+- name: PORTAL_USAGE_MINUTE_RETENTION_DAYS
+  value: {{ .Values.config.usageRetention.minuteDays | quote }}
+- name: PORTAL_USAGE_HOUR_RETENTION_DAYS
+  value: {{ .Values.config.usageRetention.hourDays | quote }}
+- name: PORTAL_LOGIN_MAX_FAILURES
+  value: {{ .Values.config.loginMaxFailures | quote }}
+- name: PORTAL_LOGIN_MAX_FAILURES_PER_IP
+  value: {{ .Values.config.loginMaxFailuresPerIp | quote }}
+- name: PORTAL_LOGIN_LOCKOUT_SECONDS
+  value: {{ .Values.config.loginLockoutSeconds | quote }}
+- name: PORTAL_LOGIN_TRUSTED_PROXIES
+  value: {{ .Values.config.trustedProxies | quote }}
 {{- if .Values.sso.issuer }}
 - name: OIDC_ISSUER
   value: {{ .Values.sso.issuer | quote }}
