@@ -107,6 +107,7 @@ def run() -> None:
                 int(s.fb_used_mib + s.fb_free_mib),
                 s.power_w,
                 1,
+                1,
             )
             for minute_samples in all_samples
             for s in minute_samples

@@ -96,6 +96,18 @@ def activity(pod: dict[str, Any] | None, seed: int, key: str, t: float) -> float
     return 0.3 + 0.3 * _smooth(seed, key, t, 60)
 
 
+def own_activity(world: World, devices: list[str], pod: dict[str, Any], seed: int, t: float) -> float:
+    """The pod's own use of its GPUs (before a shared GPU adds its neighbours'): its highest
+    activity on any device it holds, keyed as ``render`` keys it."""
+    uid = pod["metadata"]["uid"]
+    keys = []
+    for dev_id in devices:
+        dev = world.devices.get(dev_id)
+        if dev is not None:
+            keys.append(f"{dev.mig_uuid}|{uid}" if dev.mig_profile else f"{dev.gpu.uuid}|{uid}")
+    return max((activity(pod, seed, key, t) for key in keys or [uid]), default=0.0)
+
+
 def memory_share(pod: dict[str, Any] | None, seed: int, key: str, act: float) -> float:
     if pod is None:
         return 0.0

@@ -9,7 +9,9 @@ Rollups, from fine to coarse (``usage.telemetry`` writes all of them in one
 transaction per tick; ``usage.retention`` prunes them):
 
 - ``GpuMinute``: one row per device series per minute (a GPU, a MIG instance, or one
-  pod's share of a time-sliced GPU), attributed to a workload or unattributed.
+  pod's share of a time-sliced GPU), attributed to a workload or unattributed. Activity
+  is measured per GPU, so on a GPU shared by ``sharers`` pods each is attributed
+  ``activity / sharers``.
 - ``WorkloadDay``: per workload per day; kept forever (right-sizing, chargeback).
 - ``TeamUsage``: per team (or unattributed) and GPU class, per hour and per day.
 - ``DeviceReading``: the latest reading of every device, replaced each tick.
@@ -54,6 +56,11 @@ class GpuMinute(models.Model):
     fb_total_mib = models.PositiveIntegerField(default=0)
     power_w = models.FloatField(default=0.0, help_text="Mean power draw of the device.")
     samples = models.PositiveIntegerField(default=1)
+    sharers = models.PositiveSmallIntegerField(
+        default=1,
+        help_text="Pods seen on this physical GPU in this minute (time slicing). With more than one, "
+        "activity is the whole GPU's, so it is split equally between them and says nothing about one pod.",
+    )
 
     class Meta:
         constraints = [

@@ -91,10 +91,21 @@ class Row:
     fb_total_mib: int
     power_w: float
     samples: int
+    sharers: int = 1
 
     @property
     def key(self) -> tuple:
         return (self.device, self.namespace, self.pod, self.minute)
+
+    @property
+    def own_activity(self) -> float:
+        """The activity attributed to this series' pod: the GPU's, split equally between its sharers.
+
+        dcgm-exporter measures a time-sliced GPU as a whole and repeats that reading on each
+        sharing pod's series; without the split, two pods on a GPU busy at 90 % would both
+        count as 90 % busy (and be charged as used) while at most one of them was.
+        """
+        return self.activity / max(self.sharers, 1)
 
 
 def pod_owners(pods: Iterable[Mapping]) -> dict[tuple[str, str], int]:
@@ -122,13 +133,15 @@ def build_rows(
 
     A device's share of a GPU: the owner's offering share when the portal knows the
     pod; for a MIG instance, its profile's compute slices; for an unattributed pod on a
-    time-sliced GPU, an equal split between the pods seen on that GPU.
+    time-sliced GPU, an equal split between the pods seen on that GPU. ``sharers`` is the
+    number of pods seen on the row's physical GPU (1 for a MIG instance): more than one
+    only when the exporter reports each sharer (``KUBERNETES_VIRTUAL_GPUS``).
     """
     samples = list(samples)
-    pods_per_gpu: dict[str, int] = defaultdict(int)
+    pods_per_gpu: dict[str, set[tuple[str, str]]] = defaultdict(set)
     for s in samples:
         if s.pod and not s.gpu_instance:
-            pods_per_gpu[s.uuid] += 1
+            pods_per_gpu[s.uuid].add((s.namespace, s.pod))
     held, free = [], []
     for s in samples:
         wid = pod_workload.get((s.namespace, s.pod)) if s.pod else None
@@ -138,7 +151,7 @@ def build_rows(
         elif s.gpu_instance:
             share = mig_share(s.model_name, s.mig_profile) or 1.0
         else:
-            share = 1.0 / max(pods_per_gpu.get(s.uuid, 1), 1)
+            share = 1.0 / max(len(pods_per_gpu.get(s.uuid, ())), 1)
         row = Row(
             minute=minute_of(s.time),
             device=s.device,
@@ -153,6 +166,7 @@ def build_rows(
             fb_total_mib=int(round(s.fb_used_mib + s.fb_free_mib)),
             power_w=s.power_w,
             samples=s.samples,
+            sharers=1 if s.gpu_instance or not s.pod else max(len(pods_per_gpu[s.uuid]), 1),
         )
         (held if s.pod else free).append(row)
     return held, free
@@ -231,6 +245,7 @@ MINUTE_COLUMNS = [
     "fb_total_mib",
     "power_w",
     "samples",
+    "sharers",
 ]
 
 
@@ -242,11 +257,11 @@ def _existing(rows: list[Row]) -> list[Row]:
         minute__in={r.minute for r in rows}, device__in={r.device for r in rows}
     ).values_list(*MINUTE_COLUMNS)
     old = []
-    for minute, device, ns, pod, cls, host, wid, team, user, off, share, act, fb, fbt, power, n in found:
+    for minute, device, ns, pod, cls, host, wid, team, user, off, share, act, fb, fbt, power, n, sharers in found:
         if (device, ns, pod, minute) not in keys:
             continue
         owner = Owner(wid, team, user, off, share) if wid else None
-        old.append(Row(minute, device, ns, pod, cls, host, owner, share, act, fb, fbt, power, n))
+        old.append(Row(minute, device, ns, pod, cls, host, owner, share, act, fb, fbt, power, n, sharers))
     return old
 
 
@@ -274,6 +289,7 @@ def _write_minutes(rows: list[Row]) -> None:
                 "fb_total_mib": r.fb_total_mib,
                 "power_w": r.power_w,
                 "samples": r.samples,
+                "sharers": r.sharers,
             }
             for r in rows
         ],
@@ -288,7 +304,7 @@ def _roll_up(new: list[Row], old: list[Row]) -> None:
     for rows, sign in ((new, 1), (old, -1)):
         for r in rows:
             day = r.minute.date()
-            energy = r.power_w / 60.0
+            energy = r.power_w / 60.0 / max(r.sharers, 1)  # the GPU's draw, repeated on each sharer's series
             if r.owner is not None:
                 wd = workload_days.setdefault(
                     (r.owner.workload_id, day),
@@ -305,10 +321,10 @@ def _roll_up(new: list[Row], old: list[Row]) -> None:
                     },
                 )
                 wd["device_minutes"] += sign
-                wd["activity_minutes"] += sign * r.activity
+                wd["activity_minutes"] += sign * r.own_activity
                 wd["energy_wh"] += sign * energy
                 if sign > 0:
-                    wd["peak_activity"] = max(wd["peak_activity"], r.activity)
+                    wd["peak_activity"] = max(wd["peak_activity"], r.own_activity)
                     wd["peak_fb_mib"] = max(wd["peak_fb_mib"], r.fb_used_mib)
             team_id = r.owner.team_id if r.owner else None
             hour = r.minute.replace(minute=0)
@@ -327,7 +343,7 @@ def _roll_up(new: list[Row], old: list[Row]) -> None:
                 )
                 tu["device_minutes"] += sign
                 tu["gpu_minutes"] += sign * r.share
-                tu["busy_gpu_minutes"] += sign * r.share * r.activity
+                tu["busy_gpu_minutes"] += sign * r.share * r.own_activity
                 tu["energy_wh"] += sign * energy
                 if sign > 0:
                     tu["peak_fb_mib"] = max(tu["peak_fb_mib"], r.fb_used_mib)

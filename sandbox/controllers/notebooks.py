@@ -9,6 +9,13 @@ the first container. While the annotation ``kubeflow-resource-stopped`` is set t
 pod is deleted (replicas 0). A changed pod template replaces the pod, as a
 StatefulSet rollout would. Status mirrors upstream: ``readyReplicas``,
 ``containerState`` of the notebook container, and the pod's conditions.
+
+Like upstream's culling controller, it keeps the annotation
+``notebooks.kubeflow.org/last-activity`` (RFC 3339) on a running Notebook: set when the
+pod first runs, then, checked once a minute, moved to now whenever the kernels are busy.
+"Busy" is the notebook's own simulated activity (``sandbox.metrics.own_activity``, so
+``sandbox.local/activity`` pins it too), never its GPU's: a neighbour on a time-sliced
+GPU does not make it active. The key mentions "notebook", so it is not copied to the pod.
 """
 
 from __future__ import annotations
@@ -17,8 +24,10 @@ import hashlib
 import json
 from typing import Any
 
+from sandbox.clock import iso
 from sandbox.controllers.base import PODS, Ctx
 from sandbox.errors import ApiError
+from sandbox.metrics import own_activity
 from sandbox.patches import clone
 from sandbox.podutil import owner_reference
 
@@ -26,6 +35,9 @@ NOTEBOOKS = "kubeflow.org/notebooks"
 MANAGER = "notebook-controller"
 STOP_ANNOTATION = "kubeflow-resource-stopped"
 REVISION_LABEL = "controller-revision-hash"
+LAST_ACTIVITY = "notebooks.kubeflow.org/last-activity"
+ACTIVITY_CHECK_SECONDS = 60.0  # upstream's IDLENESS_CHECK_PERIOD default: one minute
+KERNEL_BUSY = 0.1  # own activity at or above this is a kernel executing
 
 
 def build_pod(nb: dict[str, Any]) -> dict[str, Any]:
@@ -101,6 +113,9 @@ def _status(nb: dict[str, Any], pod: dict[str, Any] | None) -> dict[str, Any]:
 
 
 def reconcile(ctx: Ctx) -> None:
+    checks = ctx.memo("notebook-activity-checks")
+    for uid in set(checks) - {nb["metadata"]["uid"] for nb in ctx.items(NOTEBOOKS)}:
+        del checks[uid]
     for nb in ctx.items(NOTEBOOKS):
         meta = nb["metadata"]
         if meta.get("deletionTimestamp"):
@@ -144,4 +159,26 @@ def reconcile(ctx: Ctx) -> None:
                     )
             elif not owned:
                 pod = None
+        if pod is not None and pod.get("status", {}).get("phase") == "Running":
+            nb = _track_activity(ctx, nb, pod)
         ctx.set_status(NOTEBOOKS, nb, _status(nb, pod), MANAGER)
+
+
+def _track_activity(ctx: Ctx, nb: dict[str, Any], pod: dict[str, Any]) -> dict[str, Any]:
+    """Set or move ``last-activity``; returns the Notebook as stored."""
+    checks = ctx.memo("notebook-activity-checks")
+    uid = nb["metadata"]["uid"]
+    annotations = nb["metadata"].get("annotations") or {}
+    if LAST_ACTIVITY in annotations and ctx.now - checks.get(uid, 0.0) < ACTIVITY_CHECK_SECONDS:
+        return nb
+    checks[uid] = ctx.now
+    assignment = ctx.memo("assignments").get(pod["metadata"]["uid"]) or {}
+    busy = own_activity(ctx.world, assignment.get("devices", []), pod, ctx.seed, ctx.now) >= KERNEL_BUSY
+    if LAST_ACTIVITY in annotations and not busy:
+        return nb
+    stamp = iso(ctx.now)
+    if annotations.get(LAST_ACTIVITY) == stamp:
+        return nb
+    updated = clone(nb)
+    updated["metadata"].setdefault("annotations", {})[LAST_ACTIVITY] = stamp
+    return ctx.replace(NOTEBOOKS, updated, MANAGER)
