@@ -159,6 +159,22 @@ class DeviceReading(models.Model):
         return f"{self.device} {self.pod or 'free'}"
 
 
+class NodeSeen(models.Model):
+    """When the sampler first saw a GPU node: the cluster's cost of that node starts there.
+
+    Before a node's first sample nothing says it existed (a cluster profile describes
+    pools, not when their nodes came up), so charging it to "cluster idle" from the start
+    of a report period invents cost: a 15-minute-old cluster showed weeks of idle GPUs.
+    """
+
+    hostname = models.CharField(max_length=253, unique=True)
+    gpu_class = models.CharField(max_length=60, help_text="The class of its first sampled device.")
+    first_sample_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"{self.hostname} since {self.first_sample_at:%Y-%m-%d %H:%M}"
+
+
 class BudgetPolicy(models.TextChoices):
     NOTIFY = "notify", "Notify only"
     APPROVAL = "approval", "Burst requests need approval at 100 %"

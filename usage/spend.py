@@ -20,11 +20,15 @@ Rules (every report, page and export follows them):
   for that day); **idle cost** = allocated − used. A day with no samples counts as
   used: we do not call a team idle when we did not measure (sampler down, CPU work).
 - **Every cent of the cluster's GPU cost is attributed**: cluster cost per hour = Σ
-  over GPU node pools of GPUs × pool price (the cluster profile). Teams are charged
-  what their workloads were allocated on GPU offerings; the remainder is **cluster
-  idle**. It can be negative for a pool only where an admin priced an offering above
-  its share of the pool price, or where two runs touched the same minute of a device
-  (handover minutes are charged to both).
+  over GPU nodes of the node's GPUs × its pool's price (the cluster profile). Teams are
+  charged what their workloads were allocated on GPU offerings; the remainder is
+  **cluster idle**. It can be negative for a pool only where an admin priced an
+  offering above its share of the pool price, or where two runs touched the same
+  minute of a device (handover minutes are charged to both).
+- **The cluster's cost starts with its data**: a node costs from the minute of its
+  first sample (``NodeSeen``), and the account (teams included) starts at the first
+  sample of any node, so a report never charges idle GPUs for days before the cluster
+  was measured. Pages say "since <time>" when that is later than the period's start.
 - Runs: a workload's current run is (``started_at``, ``finished_at``); earlier runs of
   a notebook that was stopped and started again are kept in ``WorkloadRun``.
 """
@@ -47,7 +51,7 @@ from django.utils import timezone
 
 from jobs.models import Workload
 from portal.cluster_profile import load_profile
-from usage.models import WorkloadDay, WorkloadRun
+from usage.models import NodeSeen, WorkloadDay, WorkloadRun
 
 MINUTE = timedelta(minutes=1)
 DAY = timedelta(days=1)
@@ -375,9 +379,60 @@ def gpu_pools(profile_path: str | Path | None = None) -> tuple[tuple[str, str, i
     return _pools(str(path), path.stat().st_mtime)
 
 
+@dataclass(frozen=True)
+class PoolSpec:
+    name: str
+    model: str  # GPU model key
+    nodes: int
+    gpus_per_node: int
+    price: Decimal  # per GPU-hour
+    mig_profiles: tuple[str, ...]
+
+
+@lru_cache(maxsize=4)
+def _specs(path: str, mtime: float) -> tuple[PoolSpec, ...]:
+    profile = load_profile(path)
+    return tuple(
+        PoolSpec(p.name, p.gpu_model.key, p.nodes, p.gpus_per_node, p.gpu_price_per_hour, tuple(p.mig_layout))
+        for p in profile.pools.values()
+        if p.has_gpus
+    )
+
+
+def pool_specs(profile_path: str | Path | None = None) -> tuple[PoolSpec, ...]:
+    path = Path(profile_path or settings.CLUSTER_PROFILE)
+    return _specs(str(path), path.stat().st_mtime)
+
+
+def pool_of_node(hostname: str, gpu_class: str, specs: Iterable[PoolSpec], taken: Mapping[str, int]):
+    """The GPU pool a sampled node belongs to, or None. Pure.
+
+    1. A pool whose name appears in the node name as whole dash-separated words (node
+       pools usually name their nodes after themselves: ``h100-dra-0``, ``gke-x-h100-pool-ab12``);
+       the longest such name wins.
+    2. Otherwise the pools of the node's GPU model (and MIG profile): the first, in profile
+       order, that has fewer nodes seen (``taken``) than it declares; else the first of them.
+    """
+    specs = list(specs)
+    padded = f"-{hostname}-"
+    named = [p for p in specs if f"-{p.name}-" in padded]
+    if named:
+        return max(named, key=lambda p: len(p.name))
+    model, _, profile = gpu_class.partition("/")
+    fits = [p for p in specs if p.model == model and (profile in p.mig_profiles if profile else not p.mig_profiles)]
+    for p in fits:
+        if taken.get(p.name, 0) < p.nodes:
+            return p
+    return fits[0] if fits else None
+
+
 @dataclass
 class ClusterAccount:
-    """The cluster's GPU cost over [start, end) and who it is attributed to (price-minutes)."""
+    """The cluster's GPU cost over [start, end) and who it is attributed to (price-minutes).
+
+    ``since`` is when the account really starts: the first sample of any node, when later
+    than ``start``; None when no node was ever sampled (then nothing is counted).
+    """
 
     start: datetime
     end: datetime
@@ -385,6 +440,12 @@ class ClusterAccount:
     by_team: dict[int, Decimal]
     by_pool: dict[str, tuple[Decimal, Decimal]]  # pool → (cost, allocated)
     team_slugs: dict[int, str]
+    since: datetime | None = None
+    node_since: dict[str, datetime] = field(default_factory=dict)  # node → first sampled minute
+
+    @property
+    def starts_late(self) -> bool:
+        return self.since is None or self.since > self.start
 
     @property
     def allocated(self) -> Decimal:
@@ -404,20 +465,39 @@ class ClusterAccount:
 
 
 def cluster_account(start: datetime, end: datetime, now: datetime | None = None, profile_path=None) -> ClusterAccount:
+    """The account of [start, end): each sampled node's cost from its first sample, and what
+    teams were allocated from the first sample of any node (see the rules at the top)."""
     now = now or timezone.now()
     end = min(end, ceil_minute(now))
-    minutes = max(int((end - start) / MINUTE), 0)
-    by_pool = {name: (Decimal(gpus) * price * minutes, ZERO) for name, _, gpus, price in gpu_pools(profile_path)}
+    specs = pool_specs(profile_path)
+    by_pool = {p.name: (ZERO, ZERO) for p in specs}
+    taken: dict[str, int] = defaultdict(int)
+    node_since: dict[str, datetime] = {}
+    # Every node ever seen, oldest first, so a node's pool does not depend on the period.
+    for hostname, gpu_class, first in NodeSeen.objects.order_by("first_sample_at", "hostname").values_list(
+        "hostname", "gpu_class", "first_sample_at"
+    ):
+        spec = pool_of_node(hostname, gpu_class, specs, taken)
+        if spec is None:
+            continue
+        taken[spec.name] += 1
+        node_start = max(start, floor_minute(first))
+        node_since[hostname] = floor_minute(first)
+        minutes = max(int((end - node_start) / MINUTE), 0)
+        cost, allocated = by_pool[spec.name]
+        by_pool[spec.name] = (cost + Decimal(spec.gpus_per_node) * spec.price * minutes, allocated)
+    since = max(start, min(node_since.values())) if node_since else None
     by_team: dict[int, Decimal] = defaultdict(lambda: ZERO)
     slugs = {}
-    for ln in lines(start, end, None, now):
+    for ln in lines(since, end, None, now) if since is not None else ():
         if not ln.is_gpu:
             continue
         by_team[ln.team_id] += ln.allocated
         slugs[ln.team_id] = ln.team_slug
         cost, allocated = by_pool.get(ln.pool, (ZERO, ZERO))
         by_pool[ln.pool] = (cost, allocated + ln.allocated)
-    return ClusterAccount(start, end, sum((c for c, _ in by_pool.values()), ZERO), dict(by_team), by_pool, slugs)
+    cost = sum((c for c, _ in by_pool.values()), ZERO)
+    return ClusterAccount(start, end, cost, dict(by_team), by_pool, slugs, since, node_since)
 
 
 def measured_activity(workload_ids: Iterable[int], start: date, end: date) -> dict[int, float]:

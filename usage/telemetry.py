@@ -34,7 +34,7 @@ from django.utils import timezone
 from jobs.kube.labels import WORKLOAD_ID_LABEL, managed_selector
 from jobs.models import Workload
 from portal.gpus import GPU_MODELS
-from usage.models import DeviceReading, GpuMinute, Period, TeamUsage, WorkloadDay
+from usage.models import DeviceReading, GpuMinute, NodeSeen, Period, TeamUsage, WorkloadDay
 from usage.sources import GpuSample, Source
 
 log = logging.getLogger(__name__)
@@ -212,6 +212,7 @@ def ingest(
         if held:
             _write_minutes(held)
         _roll_up(held, old)
+        _record_nodes(held + free)
         if snapshot_at is not None:
             _replace_readings(held + free, snapshot_at)
     return report
@@ -365,6 +366,21 @@ def _roll_up(new: list[Row], old: list[Row]) -> None:
     )
 
 
+def _record_nodes(rows: list[Row]) -> None:
+    """Keep each node's earliest sampled minute (a backfill of older minutes moves it back)."""
+    first: dict[str, tuple[datetime, str]] = {}
+    for r in rows:
+        if r.hostname and (r.hostname not in first or r.minute < first[r.hostname][0]):
+            first[r.hostname] = (r.minute, r.gpu_class)
+    _upsert(
+        NodeSeen,
+        ["hostname"],
+        ["first_sample_at", "gpu_class"],
+        [{"hostname": h, "first_sample_at": m, "gpu_class": c} for h, (m, c) in sorted(first.items())],
+        {"first_sample_at": "min"},
+    )
+
+
 def _upsert_add(model, key: list[str], fixed: list[str], added: list[str], peaks: list[str], rows: list[dict]) -> None:
     """Upsert adding ``added`` to the stored values and keeping the max of ``peaks``."""
     how = {c: "add" for c in added} | {c: "max" for c in peaks}
@@ -372,7 +388,7 @@ def _upsert_add(model, key: list[str], fixed: list[str], added: list[str], peaks
 
 
 def _upsert(model, key: list[str], columns: list[str], rows: list[dict], how: dict[str, str]) -> None:
-    """INSERT … ON CONFLICT (key) DO UPDATE: each column replaced, added to, or kept at its max.
+    """INSERT … ON CONFLICT (key) DO UPDATE: each column replaced, added to, or kept at its max or min.
 
     Plain SQL because the ORM's upsert can only overwrite. On PostgreSQL the rows go as
     one array per column through ``unnest``, so the statement text is the same for any
@@ -394,6 +410,8 @@ def _upsert(model, key: list[str], columns: list[str], rows: list[dict], how: di
             sets.append(f"{c} = {table}.{c} + EXCLUDED.{c}")
         elif mode == "max":
             sets.append(f"{c} = {'GREATEST' if postgres else 'MAX'}({table}.{c}, EXCLUDED.{c})")
+        elif mode == "min":
+            sets.append(f"{c} = {'LEAST' if postgres else 'MIN'}({table}.{c}, EXCLUDED.{c})")
     action = f"DO UPDATE SET {', '.join(sets)}" if sets else "DO NOTHING"
     conflict = f"ON CONFLICT ({', '.join(key)}) {action}"
     with connection.cursor() as cur:
