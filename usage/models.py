@@ -254,6 +254,12 @@ class WorkloadRun(models.Model):
     workload = models.ForeignKey(Workload, on_delete=models.CASCADE, related_name="usage_runs")
     started_at = models.DateTimeField()
     finished_at = models.DateTimeField(null=True, blank=True)
+    # Queue wait, both on the portal's clock: when this run was asked for (the request, or
+    # the start of a stopped notebook) and when the portal saw it running. ``started_at``
+    # is the pods' start time on the cluster's clock, so ``started_at - created_at`` mixes
+    # two clocks (and an old pod's time) and can go negative.
+    requested_at = models.DateTimeField(null=True, blank=True)
+    running_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["workload", "started_at"], name="one_run_per_start")]
