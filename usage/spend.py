@@ -46,10 +46,11 @@ from functools import lru_cache
 from pathlib import Path
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.db.models import Q, Sum
 from django.utils import timezone
 
-from jobs.models import Workload
+from jobs.models import Kind, Workload
 from portal.cluster_profile import load_profile
 from usage.models import NodeSeen, WorkloadDay, WorkloadRun
 
@@ -150,6 +151,36 @@ def estimate(offering, units: int, max_runtime_seconds: int | None) -> Estimate:
 # --- lines: one workload, one day -----------------------------------------------------------------
 
 
+# Exact integer forms of money, so a report sums ints and makes Decimals once per total:
+# allocated in 10⁻⁴ price-minutes (prices have four decimal places), used in 10⁻⁶
+# (it is quantized to six places). Shares of a GPU are kept per denominator.
+ALLOC_PLACES, USED_PLACES = 4, 6
+_USED_STEP = 10**ALLOC_PLACES  # (10⁻⁴ allocated × 10⁻⁶ activity = 10⁻¹⁰) → 10⁻⁶
+
+
+@lru_cache(maxsize=256)
+def _scaled(value: Decimal, places: int) -> int | None:
+    """``value`` × 10^places as an int, or None when it has more decimal places than that."""
+    scaled = value.scaleb(places)
+    return int(scaled) if scaled == scaled.to_integral_value() else None
+
+
+def _activity_millionths(activity: float) -> int | None:
+    """``Decimal(str(round(activity, 6)))`` × 10⁶ as an int, without the Decimal.
+
+    round(a, 6) is the double nearest to n/10⁶, so times 10⁶ it is within far less than
+    ½ of n for any activity this side of a million; beyond that, or negative, None."""
+    if not 0 <= activity < 1e6:
+        return None
+    return round(round(activity, 6) * 1_000_000)
+
+
+def _half_even(numerator: int, step: int) -> int:
+    """numerator / step rounded half to even (Decimal.quantize's default), for numerator ≥ 0."""
+    q, r = divmod(numerator, step)
+    return q + 1 if 2 * r > step or (2 * r == step and q % 2) else q
+
+
 @dataclass
 class Line:
     workload_id: int
@@ -170,13 +201,30 @@ class Line:
     price: Decimal
     activity: float | None  # measured mean activity that day, None when not measured
 
+    def __post_init__(self) -> None:
+        # Integer forms (None: a price with more than four decimals, kept in Decimal).
+        price = _scaled(Decimal(self.price), ALLOC_PLACES)
+        self.alloc_units = None if price is None else price * self.units * self.minutes
+        self.used_units = None
+        if self.alloc_units is not None:
+            if self.activity is None or not self.is_gpu:
+                self.used_units = self.alloc_units * 10 ** (USED_PLACES - ALLOC_PLACES)
+            else:
+                act = _activity_millionths(self.activity)
+                if act is not None:
+                    self.used_units = _half_even(self.alloc_units * act, _USED_STEP)
+
     @property
     def allocated(self) -> Decimal:
         """Price-minutes."""
+        if self.alloc_units is not None:
+            return Decimal(self.alloc_units).scaleb(-ALLOC_PLACES)
         return self.price * self.units * self.minutes
 
     @property
     def used(self) -> Decimal:
+        if self.used_units is not None:
+            return Decimal(self.used_units).scaleb(-USED_PLACES)
         if self.activity is None or not self.is_gpu:
             return self.allocated
         return (self.allocated * Decimal(str(round(self.activity, 6)))).quantize(Decimal("0.000001"))
@@ -190,25 +238,34 @@ class Line:
         return self.share * self.units * self.minutes / 60 if self.is_gpu else Fraction(0)
 
 
-def _runs(workloads: list[Workload], now: datetime) -> dict[int, list[tuple[datetime, datetime]]]:
-    """Each workload's charged intervals: earlier runs from WorkloadRun, the current one from the row."""
+def _runs(workloads: Iterable[tuple[int, datetime | None, datetime | None]], now: datetime):
+    """(id, started_at, finished_at) of workloads → each one's charged intervals: earlier runs
+    from WorkloadRun, the current one from the row."""
+    workloads = list(workloads)
     earlier: dict[int, dict[datetime, datetime | None]] = defaultdict(dict)
-    for wid, started, finished in WorkloadRun.objects.filter(workload__in=[w.pk for w in workloads]).values_list(
+    for wid, started, finished in WorkloadRun.objects.filter(workload__in=[w[0] for w in workloads]).values_list(
         "workload_id", "started_at", "finished_at"
     ):
         earlier[wid][started] = finished
     runs = {}
-    for w in workloads:
-        spans = dict(earlier.get(w.pk, {}))
-        if w.started_at is not None:
-            spans[w.started_at] = w.finished_at
+    for pk, current_start, current_end in workloads:
+        spans = dict(earlier.get(pk, {}))
+        if current_start is not None:
+            spans[current_start] = current_end
         intervals = []
         for started, finished in sorted(spans.items()):
-            if finished is None and w.started_at != started:
+            if finished is None and current_start != started:
                 continue  # an earlier run whose end was never recorded: charge nothing rather than forever
             intervals.append(held_interval(started, finished, now))
-        runs[w.pk] = intervals
+        runs[pk] = intervals
     return runs
+
+
+def _between(start: datetime, end: datetime, workloads=None):
+    qs = Workload.objects.all() if workloads is None else workloads
+    overlaps = Q(finished_at__isnull=True) | Q(finished_at__gte=start - MINUTE)
+    earlier = WorkloadRun.objects.filter(overlaps, started_at__lt=end).values("workload_id")
+    return qs.filter((Q(started_at__lt=end) & overlaps) | Q(pk__in=earlier))
 
 
 def workloads_between(start: datetime, end: datetime, workloads=None):
@@ -217,14 +274,7 @@ def workloads_between(start: datetime, end: datetime, workloads=None):
     The workload's own run, or an earlier one from ``WorkloadRun`` (a subquery, not a
     join, so no DISTINCT over every column). Fields no cost needs are deferred.
     """
-    qs = Workload.objects.all() if workloads is None else workloads
-    overlaps = Q(finished_at__isnull=True) | Q(finished_at__gte=start - MINUTE)
-    earlier = WorkloadRun.objects.filter(overlaps, started_at__lt=end).values("workload_id")
-    return (
-        qs.filter((Q(started_at__lt=end) & overlaps) | Q(pk__in=earlier))
-        .select_related("team", "created_by", "offering")
-        .defer(*HEAVY_FIELDS)
-    )
+    return _between(start, end, workloads).select_related("team", "created_by", "offering").defer(*HEAVY_FIELDS)
 
 
 HEAVY_FIELDS = (
@@ -243,27 +293,79 @@ HEAVY_FIELDS = (
 )
 
 
+def _line_fields() -> tuple[str, ...]:
+    return (
+        "pk",
+        "name",
+        "team_id",
+        "team__slug",
+        "created_by_id",
+        f"created_by__{get_user_model().USERNAME_FIELD}",
+        "offering_id",
+        "offering__slug",
+        "offering__share_numerator",
+        "offering__share_denominator",
+        "offering__gpu_model",
+        "offering__mig_profile",
+        "offering__pool",
+        "offering__kind",
+        "offering__price_per_hour",
+        "kind",
+        "gpus_per_replica",
+        "replicas",
+        "max_replicas",
+        "started_at",
+        "finished_at",
+    )
+
+
 def lines(start: datetime, end: datetime, workloads=None, now: datetime | None = None) -> list[Line]:
-    """Per workload per day cost lines for [start, end) (minute-aligned). Three queries."""
+    """Per workload per day cost lines for [start, end) (minute-aligned). Three queries.
+
+    Workloads are read as plain tuples, not model instances: a 90-day report of a few
+    thousand workloads spent most of its time building models it read five fields of.
+    """
     now = now or timezone.now()
     end = min(end, ceil_minute(now))
     if end <= start:
         return []
-    rows = list(workloads_between(start, end, workloads))
-    runs = _runs(rows, now)
+    rows = list(_between(start, end, workloads).values_list(*_line_fields()))
+    runs = _runs(((r[0], r[19], r[20]) for r in rows), now)
     activity = {
         (wid, day): (act / n if n else None)
         for wid, day, act, n in WorkloadDay.objects.filter(
-            workload__in=[w.pk for w in rows], day__gte=start.date(), day__lt=(end + DAY).date()
+            workload__in=[r[0] for r in rows], day__gte=start.date(), day__lt=(end + DAY).date()
         ).values_list("workload_id", "day", "activity_minutes", "device_minutes")
     }
     out: list[Line] = []
-    for w in rows:
-        offering = w.offering
-        share = Fraction(offering.share_numerator, offering.share_denominator or 1)
-        gpu_class = f"{offering.gpu_model}/{offering.mig_profile}" if offering.mig_profile else offering.gpu_model
+    for (
+        pk,
+        name,
+        team_id,
+        team_slug,
+        user_id,
+        username,
+        offering_id,
+        offering_slug,
+        share_num,
+        share_den,
+        gpu_model,
+        mig_profile,
+        pool,
+        offering_kind,
+        price,
+        kind,
+        per_replica,
+        replicas,
+        max_replicas,
+        _,
+        _,
+    ) in rows:
+        share = Fraction(share_num, share_den or 1)
+        gpu_class = f"{gpu_model}/{mig_profile}" if mig_profile else gpu_model
+        units = per_replica * (max_replicas if kind == Kind.ENDPOINT else replicas)
         per_day: dict[date, int] = defaultdict(int)
-        for interval in runs[w.pk]:
+        for interval in runs[pk]:
             lo, hi = max(interval[0], start), min(interval[1], end)
             d = lo.date()
             while lo < hi:
@@ -275,23 +377,23 @@ def lines(start: datetime, end: datetime, workloads=None, now: datetime | None =
                 continue
             out.append(
                 Line(
-                    workload_id=w.pk,
-                    workload_name=w.name,
-                    team_id=w.team_id,
-                    team_slug=w.team.slug,
-                    user_id=w.created_by_id,
-                    username=w.created_by.get_username(),
-                    offering_id=offering.pk,
-                    offering_slug=offering.slug,
+                    workload_id=pk,
+                    workload_name=name,
+                    team_id=team_id,
+                    team_slug=team_slug,
+                    user_id=user_id,
+                    username=username,
+                    offering_id=offering_id,
+                    offering_slug=offering_slug,
                     gpu_class=gpu_class or "cpu",
-                    pool=offering.pool,
-                    is_gpu=offering.kind != "cpu",
+                    pool=pool,
+                    is_gpu=offering_kind != "cpu",
                     day=d,
-                    units=w.gpu_units,
+                    units=units,
                     share=share,
                     minutes=minutes,
-                    price=Decimal(offering.price_per_hour),
-                    activity=activity.get((w.pk, d)),
+                    price=Decimal(price),
+                    activity=activity.get((pk, d)),
                 )
             )
     return out
@@ -300,15 +402,28 @@ def lines(start: datetime, end: datetime, workloads=None, now: datetime | None =
 # --- totals --------------------------------------------------------------------------------------
 
 
-@dataclass
 class Total:
-    key: object
-    label: str
-    allocated: Decimal = ZERO  # price-minutes
-    used: Decimal = ZERO
-    minutes: int = 0
-    gpu_hours: Fraction = Fraction(0)
-    workloads: set = field(default_factory=set)
+    """Lines added up: ints while adding, a Decimal (or Fraction) once when read."""
+
+    def __init__(self, key: object, label: str) -> None:
+        self.key, self.label = key, label
+        self.minutes = 0
+        self.workloads: set = set()
+        self._alloc_units = self._used_units = 0
+        self._alloc_rest = self._used_rest = ZERO  # lines whose price has more than four decimals
+        self._share_minutes: dict[int, int] = defaultdict(int)  # share denominator → numerator × minutes
+
+    @property
+    def allocated(self) -> Decimal:  # price-minutes
+        return Decimal(self._alloc_units).scaleb(-ALLOC_PLACES) + self._alloc_rest
+
+    @property
+    def used(self) -> Decimal:
+        return Decimal(self._used_units).scaleb(-USED_PLACES) + self._used_rest
+
+    @property
+    def gpu_hours(self) -> Fraction:
+        return sum((Fraction(n, d * 60) for d, n in self._share_minutes.items()), Fraction(0))
 
     @property
     def idle(self) -> Decimal:
@@ -316,13 +431,21 @@ class Total:
 
     @property
     def activity(self) -> float | None:
-        return float(self.used / self.allocated) if self.allocated else None
+        allocated = self.allocated
+        return float(self.used / allocated) if allocated else None
 
     def add(self, line: Line) -> None:
-        self.allocated += line.allocated
-        self.used += line.used
+        if line.alloc_units is not None:
+            self._alloc_units += line.alloc_units
+        else:
+            self._alloc_rest += line.allocated
+        if line.used_units is not None:
+            self._used_units += line.used_units
+        else:
+            self._used_rest += line.used
         self.minutes += line.minutes
-        self.gpu_hours += line.gpu_hours
+        if line.is_gpu:
+            self._share_minutes[line.share.denominator] += line.share.numerator * line.units * line.minutes
         self.workloads.add(line.workload_id)
 
 
@@ -339,8 +462,13 @@ def group(all_lines: Iterable[Line], by: str) -> list[Total]:
     totals: dict = {}
     for ln in all_lines:
         key, label = GROUPS[by](ln)
-        totals.setdefault(key, Total(key, label)).add(ln)
-    return sorted(totals.values(), key=lambda t: (t.label if by == "day" else -t.allocated, str(t.key)))
+        total = totals.get(key)
+        if total is None:
+            total = totals[key] = Total(key, label)
+        total.add(ln)
+    if by == "day":
+        return sorted(totals.values(), key=lambda t: (t.label, str(t.key)))
+    return sorted(totals.values(), key=lambda t: (-t.allocated, str(t.key)))
 
 
 def workload_cost(workload: Workload, now: datetime | None = None) -> Total:
