@@ -10,12 +10,13 @@ pod is deleted (replicas 0). A changed pod template replaces the pod, as a
 StatefulSet rollout would. Status mirrors upstream: ``readyReplicas``,
 ``containerState`` of the notebook container, and the pod's conditions.
 
-Like upstream's culling controller, it keeps the annotation
-``notebooks.kubeflow.org/last-activity`` (RFC 3339) on a running Notebook: set when the
-pod first runs, then, checked once a minute, moved to now whenever the kernels are busy.
-"Busy" is the notebook's own simulated activity (``sandbox.metrics.own_activity``, so
-``sandbox.local/activity`` pins it too), never its GPU's: a neighbour on a time-sliced
-GPU does not make it active. The key mentions "notebook", so it is not copied to the pod.
+Like upstream's culling controller (``culling_controller.go``), it keeps the annotations
+``notebooks.kubeflow.org/last-activity`` and ``…/last_activity_check_timestamp`` (RFC
+3339): both set to now once the pod exists, checked once a minute (the last-activity
+moved to now when the kernels are busy), and removed while the Notebook is stopped or has
+no pod. "Busy" is the notebook's own simulated activity (``sandbox.metrics.own_activity``,
+so ``sandbox.local/activity`` pins it too), never its GPU's: a neighbour on a time-sliced
+GPU does not make it active. The keys mention "notebook", so they are not copied to the pod.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import hashlib
 import json
 from typing import Any
 
-from sandbox.clock import iso
+from sandbox.clock import iso, parse_iso
 from sandbox.controllers.base import PODS, Ctx
 from sandbox.errors import ApiError
 from sandbox.metrics import own_activity
@@ -36,6 +37,7 @@ MANAGER = "notebook-controller"
 STOP_ANNOTATION = "kubeflow-resource-stopped"
 REVISION_LABEL = "controller-revision-hash"
 LAST_ACTIVITY = "notebooks.kubeflow.org/last-activity"
+LAST_CHECK = "notebooks.kubeflow.org/last_activity_check_timestamp"
 ACTIVITY_CHECK_SECONDS = 60.0  # upstream's IDLENESS_CHECK_PERIOD default: one minute
 KERNEL_BUSY = 0.1  # own activity at or above this is a kernel executing
 
@@ -113,9 +115,6 @@ def _status(nb: dict[str, Any], pod: dict[str, Any] | None) -> dict[str, Any]:
 
 
 def reconcile(ctx: Ctx) -> None:
-    checks = ctx.memo("notebook-activity-checks")
-    for uid in set(checks) - {nb["metadata"]["uid"] for nb in ctx.items(NOTEBOOKS)}:
-        del checks[uid]
     for nb in ctx.items(NOTEBOOKS):
         meta = nb["metadata"]
         if meta.get("deletionTimestamp"):
@@ -159,26 +158,27 @@ def reconcile(ctx: Ctx) -> None:
                     )
             elif not owned:
                 pod = None
-        if pod is not None and pod.get("status", {}).get("phase") == "Running":
-            nb = _track_activity(ctx, nb, pod)
+        nb = _track_activity(ctx, nb, pod)
         ctx.set_status(NOTEBOOKS, nb, _status(nb, pod), MANAGER)
 
 
-def _track_activity(ctx: Ctx, nb: dict[str, Any], pod: dict[str, Any]) -> dict[str, Any]:
-    """Set or move ``last-activity``; returns the Notebook as stored."""
-    checks = ctx.memo("notebook-activity-checks")
-    uid = nb["metadata"]["uid"]
-    annotations = nb["metadata"].get("annotations") or {}
-    if LAST_ACTIVITY in annotations and ctx.now - checks.get(uid, 0.0) < ACTIVITY_CHECK_SECONDS:
-        return nb
-    checks[uid] = ctx.now
-    assignment = ctx.memo("assignments").get(pod["metadata"]["uid"]) or {}
-    busy = own_activity(ctx.world, assignment.get("devices", []), pod, ctx.seed, ctx.now) >= KERNEL_BUSY
-    if LAST_ACTIVITY in annotations and not busy:
-        return nb
-    stamp = iso(ctx.now)
-    if annotations.get(LAST_ACTIVITY) == stamp:
+def _track_activity(ctx: Ctx, nb: dict[str, Any], pod: dict[str, Any] | None) -> dict[str, Any]:
+    """Keep the culling annotations as upstream's culler does; returns the Notebook as stored."""
+    annotations = dict(nb["metadata"].get("annotations") or {})
+    now = iso(ctx.now)
+    if pod is None or STOP_ANNOTATION in annotations:
+        annotations.pop(LAST_ACTIVITY, None)
+        annotations.pop(LAST_CHECK, None)
+    elif LAST_ACTIVITY not in annotations or LAST_CHECK not in annotations:
+        annotations[LAST_ACTIVITY] = annotations[LAST_CHECK] = now
+    elif ctx.now >= (parse_iso(annotations[LAST_CHECK]) or 0.0) + ACTIVITY_CHECK_SECONDS:
+        annotations[LAST_CHECK] = now
+        if pod.get("status", {}).get("phase") == "Running":
+            assignment = ctx.memo("assignments").get(pod["metadata"]["uid"]) or {}
+            if own_activity(ctx.world, assignment.get("devices", []), pod, ctx.seed, ctx.now) >= KERNEL_BUSY:
+                annotations[LAST_ACTIVITY] = now
+    if annotations == (nb["metadata"].get("annotations") or {}):
         return nb
     updated = clone(nb)
-    updated["metadata"].setdefault("annotations", {})[LAST_ACTIVITY] = stamp
+    updated["metadata"]["annotations"] = annotations
     return ctx.replace(NOTEBOOKS, updated, MANAGER)

@@ -56,3 +56,26 @@ def test_a_busy_neighbour_on_the_same_gpu_does_not_make_a_notebook_active(sandbo
     sandbox.settle()
     assert annotations(custom, "n0")[LAST] == "2026-01-01T00:00:00Z"
     assert annotations(custom, "neighbour")[LAST] == "2026-01-01T00:10:00Z"
+
+
+def test_stopping_a_notebook_removes_its_culling_annotations_and_a_restart_starts_afresh(
+    sandbox, custom, make_notebook
+):
+    create(custom, make_notebook, "nb", "0.0")
+    sandbox.settle()
+    assert annotations(custom, "nb")["notebooks.kubeflow.org/last_activity_check_timestamp"] == "2026-01-01T00:00:00Z"
+    patch = {"metadata": {"annotations": {"kubeflow-resource-stopped": "2026-01-01T00:05:00Z"}}}
+    custom.patch_namespaced_custom_object("kubeflow.org", "v1", "default", "notebooks", "nb", patch)
+    sandbox.settle()
+    assert LAST not in annotations(custom, "nb")
+    sandbox.advance(3600)
+    custom.patch_namespaced_custom_object(
+        "kubeflow.org",
+        "v1",
+        "default",
+        "notebooks",
+        "nb",
+        {"metadata": {"annotations": {"kubeflow-resource-stopped": None}}},
+    )
+    sandbox.settle()
+    assert annotations(custom, "nb")[LAST] == "2026-01-01T01:00:00Z"
