@@ -35,3 +35,8 @@ def seed(sandbox: Any) -> None:
                 )
             if store.get(key, namespace or "", obj["metadata"]["name"]) is None:
                 api.create(registry.by_key(key), namespace, obj, manager="sandbox", internal=True)
+
+
+from sandbox.gpu_operator import exporter_daemonsets  # noqa: E402
+
+SEEDERS.append(exporter_daemonsets)
