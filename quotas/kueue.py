@@ -9,7 +9,8 @@ Pure builders first, then the two functions that read the database for them.
   per flavor and resource, ``nominalQuota`` = guaranteed and ``borrowingLimit`` =
   limit + overage - guaranteed, in the resource's units (``quotas.cluster.units``). It
   admits only LocalQueues of the team's namespace, and may reclaim its nominal quota
-  from borrowers (``reclaimWithinCohort: Any``), as a Volcano queue's ``guarantee`` does.
+  from borrowers (``reclaimWithinCohort: Any``), as a Volcano queue's ``deserved`` is
+  reclaimed (``quotas.scheduler_config``).
 * One ``LocalQueue`` ``gpu-portal`` in the team's namespace, pointing at it. Workloads
   name it with the label ``kueue.x-k8s.io/queue-name: gpu-portal``; the same name in
   every namespace, so the builders of workloads need no team lookup.

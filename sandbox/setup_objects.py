@@ -35,3 +35,8 @@ def seed(sandbox: Any) -> None:
                 )
             if store.get(key, namespace or "", obj["metadata"]["name"]) is None:
                 api.create(registry.by_key(key), namespace, obj, manager="sandbox", internal=True)
+
+
+from sandbox import volcano_config  # noqa: E402 - seeders register after SEEDERS exists
+
+SEEDERS.append(volcano_config.seed)
