@@ -279,3 +279,39 @@ def test_capacity_keeps_a_queues_guarantee_out_of_other_queues_reach(sandbox):
 def test_the_readme_shows_the_volcano_config_the_sandbox_seeds():
     readme = (REPO_ROOT / "README.md").read_text()
     assert f"```yaml\n{volcano_scheduler_conf()}```" in readme
+
+
+def _gang_of_two_waiting_for_a_third(cluster: Cluster) -> None:
+    cluster.queue("gangs", capability={"nvidia.com/gpu": "16"})
+    cluster.custom.create_namespaced_custom_object(
+        *VOLCANO,
+        "default",
+        "podgroups",
+        {
+            "apiVersion": "scheduling.volcano.sh/v1beta1",
+            "kind": "PodGroup",
+            "metadata": {"name": "trio"},
+            "spec": {"minMember": 3, "queue": "gangs"},
+        },
+    )
+    for i in range(2):
+        cluster.pod(f"trio-{i}", "gangs", 1)
+        cluster.core.patch_namespaced_pod(
+            f"trio-{i}", "default", {"metadata": {"annotations": {"scheduling.k8s.io/group-name": "trio"}}}
+        )
+    cluster.handle.settle()
+
+
+def test_with_the_gang_plugin_a_podgroup_waits_for_its_min_member(sandbox):
+    cluster = Cluster(sandbox)
+    _gang_of_two_waiting_for_a_third(cluster)
+    assert set(cluster.phases("trio-").values()) == {"Pending"}
+
+
+def test_without_the_gang_plugin_a_podgroups_pods_start_one_by_one(sandbox):
+    cluster = Cluster(sandbox)
+    without_gang = volcano_scheduler_conf().replace("  - name: gang\n    enablePreemptable: false\n", "")
+    assert "gang" not in without_gang
+    cluster.core.patch_namespaced_config_map(*CM, {"data": {VOLCANO_CONF_KEY: without_gang}})
+    _gang_of_two_waiting_for_a_third(cluster)
+    assert set(cluster.phases("trio-").values()) == {"Running"}
