@@ -51,6 +51,7 @@ from typing import Any
 from quotas.cluster import ClassQuota, active_offerings, class_quotas, draws_on, units
 from quotas.gpu_classes import mig_class
 from quotas.models import Quota
+from quotas.scheduler_config import dra_resource_name
 
 KUEUE_API = "kueue.x-k8s.io/v1beta2"
 QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
@@ -64,6 +65,19 @@ TEAM_LABEL = "gpu-portal.io/team"
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 
 Amounts = Mapping[str, Mapping[str, tuple[int, int]]]  # flavor → resource → (nominal, borrowing)
+
+
+def kueue_resource(offering) -> str:
+    """The resource Kueue counts one unit of ``offering`` as: its extended resource, or for a
+    DRA offering the resource its DeviceClass is mapped to in Kueue's configuration
+    (``quotas.scheduler_config.kueue_device_class_mappings``); '' for CPU."""
+    if offering.kind == "cpu":
+        return ""
+    if offering.resource_name:
+        return offering.resource_name
+    if offering.dra_device_class:
+        return dra_resource_name(offering.dra_device_class)
+    return ""
 
 
 def flavor_name(gpu_class: str) -> str:
@@ -98,12 +112,12 @@ def flavors(offerings: Iterable) -> list[Flavor]:
     """One flavor per GPU class the offerings can draw on; its labels are the ones they share.
 
     A model class (``A100-80GB``) and its MIG profile classes (``A100-80GB/1g.10gb``) get
-    a flavor each. Offerings without an extended resource (DRA, CPU) are left out:
-    Kueue's DRA support is still alpha.
+    a flavor each. DRA offerings count in their model's flavor, under the resource their
+    DeviceClass is mapped to (``kueue_resource``); CPU offerings have none.
     """
     selectors: dict[str, list[Mapping[str, str]]] = {}
     for offering in offerings:
-        if offering.kind == "cpu" or not offering.resource_name:
+        if not kueue_resource(offering):
             continue
         selectors.setdefault(offering.gpu_model, []).append(offering.node_selector or {})
         if offering.kind == "mig":
@@ -138,7 +152,8 @@ def team_amounts(quotas: Mapping[str, ClassQuota], offerings: Iterable) -> dict[
     """Flavor → resource → (nominalQuota, borrowingLimit) for one team's class quotas. Pure."""
     out: dict[str, dict[str, tuple[int, int]]] = {}
     for offering in offerings:
-        if offering.kind == "cpu" or not offering.resource_name:
+        resource = kueue_resource(offering)
+        if not resource:
             continue
         drawn = draws_on(offering, quotas)
         if drawn is None:
@@ -146,7 +161,7 @@ def team_amounts(quotas: Mapping[str, ClassQuota], offerings: Iterable) -> dict[
         quota, per_unit = drawn
         nominal = units(quota.guaranteed, per_unit)
         ceiling = units(quota.ceiling, per_unit)
-        out.setdefault(flavor_name(quota.gpu_class), {})[offering.resource_name] = (nominal, max(ceiling - nominal, 0))
+        out.setdefault(flavor_name(quota.gpu_class), {})[resource] = (nominal, max(ceiling - nominal, 0))
     return out
 
 
@@ -337,9 +352,10 @@ def cluster_kueue_objects() -> list[dict[str, Any]]:
     offerings = active_offerings()
     capacity: dict[str, dict[str, int]] = {}
     for offering in offerings:
-        if offering.total_units:
+        resource = kueue_resource(offering)
+        if offering.total_units and resource:
             resources = capacity.setdefault(flavor_name(offering.gpu_model), {})
-            resources[offering.resource_name] = resources.get(offering.resource_name, 0) + offering.total_units
+            resources[resource] = resources.get(resource, 0) + offering.total_units
     by_team: dict[int, dict[str, ClassQuota]] = {}
     for q in Quota.objects.all():
         by_team.setdefault(q.team_id, {})[q.gpu_class] = ClassQuota(

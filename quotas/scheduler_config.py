@@ -137,9 +137,45 @@ def kueue_device_class_mappings(device_classes: tuple[str, ...] = DRA_DEVICE_CLA
     return [{"name": dra_resource_name(c), "deviceClassNames": [c]} for c in device_classes]
 
 
+# Upstream's enabled integrations (v0.19.2 default); the portal's four are among them.
+KUEUE_UPSTREAM_FRAMEWORKS = (
+    "batch/job",
+    "kubeflow.org/mpijob",
+    "ray.io/rayjob",
+    "ray.io/raycluster",
+    "ray.io/rayservice",
+    "jobset.x-k8s.io/jobset",
+    "workload.codeflare.dev/appwrapper",
+    "trainer.kubeflow.org/trainjob",
+    "pod",
+    "deployment",
+    "statefulset",
+    "leaderworkerset.x-k8s.io/leaderworkerset",
+)
+
+
+def kueue_required_settings() -> dict[str, Any]:
+    """The part of Kueue's ``Configuration`` the portal depends on (what the README shows)."""
+    return {
+        "manageJobsWithoutQueueName": False,
+        "integrations": {
+            "frameworks": list(dict.fromkeys((*KUEUE_UPSTREAM_FRAMEWORKS, *KUEUE_FRAMEWORKS))),
+            "labelKeysToCopy": list(KUEUE_LABEL_KEYS_TO_COPY),
+        },
+        "resources": {
+            "excludeResourcePrefixes": list(KUEUE_EXCLUDED_PREFIXES),
+            "deviceClassMappings": kueue_device_class_mappings(),
+        },
+    }
+
+
+def kueue_manager_config_snippet() -> str:
+    return yaml.safe_dump(kueue_required_settings(), sort_keys=False, default_flow_style=False)
+
+
 def kueue_manager_configuration() -> dict[str, Any]:
-    """Kueue's ``Configuration`` (config.kueue.x-k8s.io/v1beta2) as data: upstream's default
-    (v0.19.2 ``controller_manager_config.yaml``) with what the portal needs added."""
+    """Kueue's whole ``Configuration`` (config.kueue.x-k8s.io/v1beta2): upstream's default
+    (v0.19.2 ``controller_manager_config.yaml``) with ``kueue_required_settings`` set."""
     return {
         "apiVersion": "config.kueue.x-k8s.io/v1beta2",
         "kind": "Configuration",
@@ -159,15 +195,7 @@ def kueue_manager_configuration() -> dict[str, Any]:
             }
         },
         "clientConnection": {"qps": 300, "burst": 500},
-        "manageJobsWithoutQueueName": False,
-        "integrations": {
-            "frameworks": list(KUEUE_FRAMEWORKS),
-            "labelKeysToCopy": list(KUEUE_LABEL_KEYS_TO_COPY),
-        },
-        "resources": {
-            "excludeResourcePrefixes": list(KUEUE_EXCLUDED_PREFIXES),
-            "deviceClassMappings": kueue_device_class_mappings(),
-        },
+        **kueue_required_settings(),
     }
 
 

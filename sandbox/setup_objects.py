@@ -40,3 +40,7 @@ def seed(sandbox: Any) -> None:
 from sandbox import volcano_config  # noqa: E402 - seeders register after SEEDERS exists
 
 SEEDERS.append(volcano_config.seed)
+
+from sandbox import kueue_config  # noqa: E402 - seeders register after SEEDERS exists
+
+SEEDERS.append(kueue_config.seed)

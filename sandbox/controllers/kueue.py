@@ -1,11 +1,12 @@
 """A minimal Kueue: Workloads, quota admission in a cohort, and the gate on plain pods.
 
-Active only when the sandbox's cluster profile says ``queueing: kueue``. It plays a Kueue
-configured the way the portal expects (``quotas.kueue`` documents that configuration):
-integrations ``trainer.kubeflow.org/trainjob``, ``jobset.x-k8s.io/jobset`` and ``pod``;
-``resources.excludeResourcePrefixes`` for cpu and memory (the portal's ClusterQueues hold
-GPUs only, the namespaces' ResourceQuotas cap the rest); ``labelKeysToCopy`` with the
-portal's labels, so that Workloads can be listed and grouped like everything else.
+Active only when the sandbox's cluster profile says ``queueing: kueue``. It plays the
+integrations the portal expects (``quotas.kueue`` documents that configuration):
+``trainer.kubeflow.org/trainjob``, ``jobset.x-k8s.io/jobset`` and ``pod``, with
+``labelKeysToCopy`` holding the portal's labels, so that Workloads can be listed and grouped
+like everything else. It follows the manager configuration in the cluster's ConfigMap
+(``sandbox.kueue_config``): ``resources.excludeResourcePrefixes`` (the portal's: cpu and
+memory, since its ClusterQueues hold GPUs only) and ``resources.deviceClassMappings``.
 
 1. Webhook (``gate_pod``, called from the sandbox's admission): a new pod with the label
    ``kueue.x-k8s.io/queue-name`` that no queued job owns gets the scheduling gate
@@ -26,6 +27,13 @@ portal's labels, so that Workloads can be listed and grouped like everything els
    - ``N more needed``: more than is unused now, in the queue (nominal + borrowing limit
      - usage) and in the cohort (nominal quotas - usages of all its queues).
 
+   DRA: each pod's ResourceClaimTemplates are read; every device request counts
+   ``count`` (default 1) of the resource its DeviceClass is mapped to. A class without a
+   mapping makes the Workload inadmissible ("DeviceClass X is not mapped in DRA
+   configuration for podset Y"), as do claims Kueue cannot count (``allocationMode: All``,
+   ``firstAvailable``, ``adminAccess``) and, with the ``KueueDRAIntegration`` gate off, any
+   DRA use. Claims named directly (``resourceClaimName``) are not counted, as in Kueue.
+
    An admitted Workload gets ``status.admission`` (flavor and usage per pod set) and
    ``QuotaReserved``/``Admitted`` True; then the TrainJob or JobSet is resumed
    (``spec.suspend: false``) or the pod's gate removed. One that does not fit keeps
@@ -42,7 +50,7 @@ import hashlib
 from fractions import Fraction
 from typing import Any
 
-from sandbox import quantity
+from sandbox import kueue_config, quantity
 from sandbox.controllers.base import PODS, Ctx, condition, set_condition
 from sandbox.controllers.jobsets import JOBSETS, _job_pods
 from sandbox.controllers.trainjobs import TRAINJOBS, _resolve_runtime, _trainer_job, build_pod
@@ -60,7 +68,7 @@ MANAGER = "kueue-controller-manager"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
 GATE = "kueue.x-k8s.io/admission"
-EXCLUDED_PREFIXES = ("cpu", "memory", "ephemeral-storage")
+CLAIM_TEMPLATES = "resource.k8s.io/resourceclaimtemplates"
 # The Kueue configuration's integrations.labelKeysToCopy the portal relies on.
 LABEL_KEYS_TO_COPY = (
     "app.kubernetes.io/managed-by",
@@ -97,8 +105,44 @@ def gate_pod(store: Store, obj: dict[str, Any], kind: Kind) -> None:
 # -- helpers ---------------------------------------------------------------------------------
 
 
-def _counted(requests: dict[str, Fraction]) -> dict[str, Fraction]:
-    return {r: v for r, v in requests.items() if v and not r.startswith(EXCLUDED_PREFIXES)}
+def _counted(requests: dict[str, Fraction], conf: kueue_config.KueueConf) -> dict[str, Fraction]:
+    return {r: v for r, v in requests.items() if v and not conf.excluded(r)}
+
+
+def dra_requests(
+    ctx: Ctx, conf: kueue_config.KueueConf, namespace: str, podsets: list[dict[str, Any]]
+) -> tuple[dict[str, dict[str, Fraction]], str]:
+    """Pod set name -> DRA resource -> devices for all its pods, or Kueue's reason it cannot count them."""
+    out: dict[str, dict[str, Fraction]] = {}
+    for ps in podsets:
+        name, count = ps.get("name", "main"), int(ps.get("count") or 1)
+        spec = (ps.get("template") or {}).get("spec") or {}
+        for rc in spec.get("resourceClaims") or []:
+            template_name = rc.get("resourceClaimTemplateName")
+            if not template_name:
+                continue  # a claim named directly is shared, not per pod: Kueue does not count it
+            if not conf.dra:
+                return {}, "Workload uses DRA resources but the KueueDRAIntegration feature gate is not enabled"
+            template = ctx.get(CLAIM_TEMPLATES, namespace, template_name)
+            if template is None:
+                return {}, f'failed to get ResourceClaimTemplate "{template_name}" for podset {name}'
+            devices = (((template.get("spec") or {}).get("spec") or {}).get("devices")) or {}
+            for request in devices.get("requests") or []:
+                if request.get("firstAvailable"):
+                    return {}, f"FirstAvailable is not supported in DRA requests for podset {name}"
+                body = request.get("exactly") or {}
+                if body.get("adminAccess"):
+                    return {}, f"AdminAccess is not supported in DRA requests for podset {name}"
+                if body.get("allocationMode") == "All":
+                    return {}, f"AllocationMode 'All' is not supported in DRA requests for podset {name}"
+                device_class = body.get("deviceClassName", "")
+                resource = conf.device_classes.get(device_class)
+                if resource is None:
+                    return {}, f"DeviceClass {device_class} is not mapped in DRA configuration for podset {name}"
+                amount = Fraction(int(body.get("count") or 1) * count)
+                bucket = out.setdefault(name, {})
+                bucket[resource] = bucket.get(resource, Fraction(0)) + amount
+    return out, ""
 
 
 def _workload_name(kind: str, name: str, uid: str) -> str:
@@ -302,15 +346,24 @@ def _selector_agrees(flavor: dict[str, Any], pod_spec: dict[str, Any]) -> bool:
 
 
 def assign(
-    quotas: Quotas, queue: str, podsets: list[dict[str, Any]]
+    quotas: Quotas,
+    queue: str,
+    podsets: list[dict[str, Any]],
+    conf: kueue_config.KueueConf | None = None,
+    dra: dict[str, dict[str, Fraction]] | None = None,
 ) -> tuple[list[dict[str, Any]] | None, dict[tuple[str, str], Fraction], str]:
-    """Flavors for every pod set, or None and Kueue's message; also the usage it would add."""
+    """Flavors for every pod set, or None and Kueue's message; also the usage it would add.
+
+    ``dra``: the devices each pod set claims, by counted resource (``dra_requests``)."""
+    conf = conf or kueue_config.parse(kueue_config.STOCK_CONF)
     cq = quotas.queues[queue]
     assignments, added = [], {}
     for ps in podsets:
         count = int(ps.get("count") or 1)
         spec = (ps.get("template") or {}).get("spec") or {}
-        requests = {r: v * count for r, v in _counted(pod_requests({"spec": spec})).items()}
+        requests = {r: v * count for r, v in _counted(pod_requests({"spec": spec}), conf).items()}
+        for resource, amount in ((dra or {}).get(ps.get("name", "main")) or {}).items():
+            requests[resource] = requests.get(resource, Fraction(0)) + amount
         flavors_of: dict[str, str] = {}
         reasons: list[str] = []
         for resource in sorted(requests):
@@ -403,8 +456,9 @@ def reconcile(ctx: Ctx) -> None:
             wl["metadata"]["name"],
         )
         pending.append((order, wl))
+    conf = kueue_config.read(ctx.store)
     for _, wl in sorted(pending, key=lambda item: item[0]):
-        _admit(ctx, wl, quotas)
+        _admit(ctx, wl, quotas, conf)
     _queue_status(ctx)
 
 
@@ -427,7 +481,7 @@ def _mark_gated(ctx: Ctx, pod: dict[str, Any]) -> None:
     ctx.set_status(PODS, pod, {**pod["status"], "conditions": [*conditions, scheduled]}, "default-scheduler")
 
 
-def _admit(ctx: Ctx, wl: dict[str, Any], quotas: Quotas) -> None:
+def _admit(ctx: Ctx, wl: dict[str, Any], quotas: Quotas, conf: kueue_config.KueueConf) -> None:
     meta, spec = wl["metadata"], wl.get("spec") or {}
     status = dict(wl.get("status") or {})
     conditions = list(status.get("conditions") or [])
@@ -443,8 +497,12 @@ def _admit(ctx: Ctx, wl: dict[str, Any], quotas: Quotas) -> None:
     elif _missing_flavors(quotas, queue):
         message = f"ClusterQueue {queue} is inactive"
     else:
-        assignments, added, why = assign(quotas, queue, spec.get("podSets") or [])
-        if assignments is None:
+        podsets = spec.get("podSets") or []
+        dra, problem = dra_requests(ctx, conf, meta["namespace"], podsets)
+        assignments, added, why = (None, {}, "") if problem else assign(quotas, queue, podsets, conf, dra)
+        if problem:
+            message = problem  # Inadmissible: waiting for quota would not help
+        elif assignments is None:
             message, reason = why, "Pending"
         else:
             quotas.add(queue, added)

@@ -51,13 +51,22 @@ def test_a_team_gets_a_cluster_queue_with_guaranteed_as_nominal_and_the_rest_as_
                     "withinClusterQueue": "LowerPriority",
                     "borrowWithinCohort": {"policy": "Never"},
                 },
+                # The H100 quota covers the device-plugin GPUs and the DRA offering's devices, counted
+                # as the resource Kueue's configuration maps the gpu.nvidia.com DeviceClass to.
                 "resourceGroups": [
                     {
-                        "coveredResources": ["nvidia.com/gpu"],
+                        "coveredResources": ["gpu.nvidia.com.deviceclass.resource.k8s.io/devices", "nvidia.com/gpu"],
                         "flavors": [
                             {
                                 "name": "gpu-h100-80gb",
-                                "resources": [{"name": "nvidia.com/gpu", "nominalQuota": "2", "borrowingLimit": "4"}],
+                                "resources": [
+                                    {
+                                        "name": "gpu.nvidia.com.deviceclass.resource.k8s.io/devices",
+                                        "nominalQuota": "2",
+                                        "borrowingLimit": "4",
+                                    },
+                                    {"name": "nvidia.com/gpu", "nominalQuota": "2", "borrowingLimit": "4"},
+                                ],
                             }
                         ],
                     }
