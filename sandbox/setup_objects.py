@@ -37,10 +37,6 @@ def seed(sandbox: Any) -> None:
                 api.create(registry.by_key(key), namespace, obj, manager="sandbox", internal=True)
 
 
-from sandbox import volcano_config  # noqa: E402 - seeders register after SEEDERS exists
+from sandbox import kueue_config, volcano_config  # noqa: E402 - seeders register after SEEDERS exists
 
-SEEDERS.append(volcano_config.seed)
-
-from sandbox import kueue_config  # noqa: E402 - seeders register after SEEDERS exists
-
-SEEDERS.append(kueue_config.seed)
+SEEDERS.extend((volcano_config.seed, kueue_config.seed))

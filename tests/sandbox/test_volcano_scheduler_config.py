@@ -42,9 +42,19 @@ def stock_profile(tmp_path) -> Path:
     return path
 
 
+# Custom resources are validated against the upstream CRDs when ../shared/reference is present.
+VALIDATE = CRD_DIR if CRD_DIR.is_dir() else None
+
+
+@pytest.fixture
+def sandbox():
+    with running_sandbox(PROFILE, crd_dir=VALIDATE, start_time=START) as handle:
+        yield handle
+
+
 @pytest.fixture
 def stock_sandbox(stock_profile):
-    with running_sandbox(stock_profile, start_time=START) as handle:
+    with running_sandbox(stock_profile, crd_dir=VALIDATE, start_time=START) as handle:
         yield handle
 
 
