@@ -30,6 +30,8 @@ ConfigMap ``volcano-system/volcano-scheduler-configmap``, read each pass by
   lowest priority and newest first, only from reclaimable queues and preemptable pods,
   and never for a pod whose ``preemptionPolicy`` is Never. Evicted pods get Volcano's
   ``Evict`` event and are deleted; the job is then placed;
+* with the ``preempt`` action (and the ``priority`` plugin), such a job evicts running
+  pods of lower priority in its own queue the same way;
 * without ``enqueue`` and ``allocate`` nothing is placed.
 """
 
@@ -230,8 +232,9 @@ class Scheduler:
                 self._schedule_gang(item, gangs[item])
             else:
                 self._schedule_pod(item)
-        if self.conf.action("reclaim"):
-            self._reclaim_all(gangs)
+        for action in self.conf.actions:
+            if action in ("preempt", "reclaim"):
+                self._evict_for_starving(gangs, action)
 
     def _schedule_pod(self, pod: dict[str, Any]) -> None:
         queue = queue_of(pod, self.podgroups)
@@ -437,11 +440,11 @@ class Scheduler:
         self._shares = shares
         return shares
 
-    # reclaim --------------------------------------------------------------------------------------
+    # preempt and reclaim ----------------------------------------------------------------------
 
-    def _reclaim_all(self, gangs: dict[tuple[str, str], list[dict[str, Any]]]) -> None:
-        """Volcano's reclaim action for each job allocate could not place, in allocate's order."""
-        for what, item in list(self.starving):  # a retry that fails again is not reclaimed for twice
+    def _evict_for_starving(self, gangs: dict[tuple[str, str], list[dict[str, Any]]], action: str) -> None:
+        """Volcano's preempt or reclaim action for each job allocate could not place, in allocate's order."""
+        for what, item in list(self.starving):  # a retry that fails again is not evicted for twice
             if what == "gang":
                 pods = [self.ctx.get(PODS, item[0], p["metadata"]["name"]) for p in gangs[item]]
                 queue = (self.podgroups[item].get("spec") or {}).get("queue") or "default"
@@ -449,7 +452,7 @@ class Scheduler:
                 pods = [self.ctx.get(PODS, item["metadata"]["namespace"], item["metadata"]["name"])]
                 queue = queue_of(item, self.podgroups) or "default"
             pods = [p for p in pods if p is not None and not p["spec"].get("nodeName")]
-            if not pods or not self._reclaim(pods, queue):
+            if not pods or not self._evict_for(pods, queue, action):
                 continue
             # The victims are gone from the store: recount, then place the job as allocate would.
             self.queue_allocated = {}
@@ -460,11 +463,15 @@ class Scheduler:
             else:
                 self._schedule_pod(pods[0])
 
-    def _reclaim(self, pods: list[dict[str, Any]], queue: str) -> bool:
-        """Evict other queues' pods so that ``pods`` (one job) fit; True if it evicted any.
+    def _evict_for(self, pods: list[dict[str, Any]], queue: str, action: str) -> bool:
+        """Evict pods so that ``pods`` (one job) fit; True if it evicted any.
 
-        1. The job may reclaim: no pod has preemptionPolicy Never, and its queue stays within
-           its real capability and, on a resource it asks for, within its deserved.
+        ``reclaim`` takes from other queues above their deserved; ``preempt`` from lower-priority
+        pods of the job's own queue (with the priority plugin).
+
+        1. The job may evict: no pod has preemptionPolicy Never; for reclaim its queue stays
+           within its real capability and, on a resource it asks for, within its deserved; for
+           preempt its queue has room for it (allocate failed on nodes, not on the queue).
         2. On trial copies of the nodes, each pod is placed where it fits, else on the first
            node (by name) where evicting eligible victims there, one at a time in victim
            order, makes it fit.
@@ -472,11 +479,15 @@ class Scheduler:
         """
         if any(self._preemption_policy(p) == "Never" for p in pods):
             return False
+        if action == "preempt" and not self.conf.plugin("priority"):
+            return False  # no plugin offers victims: Volcano's preempt finds none
         need: dict[str, Fraction] = {}
         for pod in pods:
             for k, v in pod_requests(pod).items():
                 need[k] = need.get(k, Fraction(0)) + v
-        if not self._may_reclaim(queue, need):
+        if action == "reclaim" and not self._may_reclaim(queue, need):
+            return False
+        if action == "preempt" and self._queue_problem(queue, need) is not None:
             return False
         trial = {name: st.copy() for name, st in self.nodes.items()}
         allocated = {q: dict(v) for q, v in self.queue_allocated.items()}
@@ -493,9 +504,9 @@ class Scheduler:
                 after = {q: dict(v) for q, v in allocated.items()}
                 chosen: list[dict[str, Any]] = []
                 fit = None
-                for victim in self._reclaimees(name, queue, taken):
+                for victim in self._victims(name, queue, taken, action, int(pod["spec"].get("priority") or 0)):
                     victim_queue = queue_of(victim, self.podgroups) or "default"
-                    if not self._reclaimable(victim, victim_queue, after, requests):
+                    if action == "reclaim" and not self._reclaimable(victim, victim_queue, after, requests):
                         continue
                     self._release(st, victim)
                     for k, v in pod_requests(victim).items():
@@ -516,7 +527,7 @@ class Scheduler:
             else:
                 return False
         for victim in chosen_all:
-            self._evict(victim, "reclaim")
+            self._evict(victim, action)
         return bool(chosen_all)
 
     def _preemption_policy(self, pod: dict[str, Any]) -> str:
@@ -549,9 +560,10 @@ class Scheduler:
                 return False
         return True
 
-    def _reclaimees(self, node: str, queue: str, taken: set[str]) -> list[dict[str, Any]]:
-        """Running Volcano pods on ``node`` of other, reclaimable queues, in victim order
-        (lowest priority first, then newest first); never system pods (conformance)."""
+    def _victims(self, node: str, queue: str, taken: set[str], action: str, priority: int) -> list[dict[str, Any]]:
+        """Running Volcano pods on ``node`` in victim order (lowest priority first, then newest
+        first): for reclaim those of other, reclaimable queues; for preempt those of the same
+        queue with a lower priority. Never unpreemptable pods, nor system pods (conformance)."""
         out = []
         for pod in self.ctx.items(PODS):
             meta, spec = pod["metadata"], pod["spec"]
@@ -560,9 +572,14 @@ class Scheduler:
             if meta["uid"] in taken:
                 continue
             victim_queue = queue_of(pod, self.podgroups)
-            if victim_queue is None or victim_queue == queue:
+            if victim_queue is None:
                 continue
-            if ((self.queues.get(victim_queue) or {}).get("spec") or {}).get("reclaimable") is False:
+            if action == "preempt" and (victim_queue != queue or int(spec.get("priority") or 0) >= priority):
+                continue
+            if action == "reclaim" and (
+                victim_queue == queue
+                or ((self.queues.get(victim_queue) or {}).get("spec") or {}).get("reclaimable") is False
+            ):
                 continue
             marks = {**(meta.get("labels") or {}), **(meta.get("annotations") or {})}
             if str(marks.get(PREEMPTABLE_KEY, "true")).lower() == "false":

@@ -325,3 +325,38 @@ def test_without_the_gang_plugin_a_podgroups_pods_start_one_by_one(sandbox):
     cluster.core.patch_namespaced_config_map(*CM, {"data": {VOLCANO_CONF_KEY: without_gang}})
     _gang_of_two_waiting_for_a_third(cluster)
     assert set(cluster.phases("trio-").values()) == {"Running"}
+
+
+# -- preempt -------------------------------------------------------------------------------------
+
+
+def vision_bursts_then_asks_for_guaranteed_work(cluster: Cluster) -> None:
+    """nlp holds its deserved 8; vision fills the other 8 with burst work, then submits 8
+    GPUs of guaranteed work: its queue has room (16), the nodes do not."""
+    cluster.portal_queue("vision", guaranteed=8, limit=16)
+    cluster.portal_queue("nlp", guaranteed=8, limit=16)
+    cluster.pod("nlp-0", "team-nlp", 8)
+    cluster.pod("vision-burst-0", "team-vision", 4, PRIORITY_PREEMPTIBLE)
+    cluster.pod("vision-burst-1", "team-vision", 4, PRIORITY_PREEMPTIBLE)
+    cluster.handle.settle()
+    cluster.pod("vision-guaranteed", "team-vision", 8)
+    cluster.handle.settle()
+
+
+def test_with_the_preempt_action_guaranteed_work_evicts_its_own_teams_burst_work(sandbox):
+    cluster = Cluster(sandbox)
+    vision_bursts_then_asks_for_guaranteed_work(cluster)
+    assert cluster.phases("vision-") == {"vision-guaranteed": "Running"}
+    assert cluster.phases("nlp-") == {"nlp-0": "Running"}  # within its deserved: not touched
+    assert {e.message for e in cluster.evictions()} == {"Pod is evicted, because of preempt"}
+    assert len(cluster.evictions()) == 2
+
+
+def test_without_the_preempt_action_guaranteed_work_waits_behind_burst_work(sandbox):
+    cluster = Cluster(sandbox)
+    without_preempt = volcano_scheduler_conf().replace("preempt, ", "")
+    assert "preempt" not in without_preempt
+    cluster.core.patch_namespaced_config_map(*CM, {"data": {VOLCANO_CONF_KEY: without_preempt}})
+    vision_bursts_then_asks_for_guaranteed_work(cluster)
+    assert cluster.phases("vision-")["vision-guaranteed"] == "Pending"
+    assert cluster.evictions() == []
