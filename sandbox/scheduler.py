@@ -127,6 +127,9 @@ class Scheduler:
                 for k, v in st.alloc.items():
                     self.total[k] = self.total.get(k, Fraction(0)) + v
         self._shares: dict[str, dict[str, Fraction]] | None = None  # proportion's deserved
+        self._amounts: dict[tuple[str, str], dict[str, Fraction]] = {}
+        self._guaranteed: dict[str, Fraction] | None = None  # every queue's guarantee, summed
+        self._running: dict[str, list[dict[str, Any]]] | None = None  # node -> Volcano pods holding resources
         self.starving: list[tuple[str, Any]] = []  # jobs that fit their queue but no node
 
     # state ------------------------------------------------------------------------------------
@@ -329,6 +332,13 @@ class Scheduler:
     # queues: what the configured plugins read ---------------------------------------------------
 
     def _spec_amounts(self, queue: str, field_name: str) -> dict[str, Fraction]:
+        """A Queue's ``capability``, ``deserved`` or ``guarantee`` (its ``.resource``), parsed once per pass."""
+        key = (queue, field_name)
+        if key not in self._amounts:
+            self._amounts[key] = self._parse_amounts(queue, field_name)
+        return self._amounts[key]
+
+    def _parse_amounts(self, queue: str, field_name: str) -> dict[str, Fraction]:
         spec = (self.queues.get(queue) or {}).get("spec") or {}
         raw = spec.get(field_name) or {}
         if field_name == "guarantee":
@@ -344,10 +354,13 @@ class Scheduler:
     def _real_capability(self, queue: str, name: str) -> tuple[Fraction, str] | None:
         """min(capability, total - other queues' guarantee) of one resource, or None if unbounded."""
         capability = self._spec_amounts(queue, "capability").get(name)
-        reserved = sum(
-            (self._spec_amounts(other, "guarantee").get(name, Fraction(0)) for other in self.queues if other != queue),
-            Fraction(0),
-        )
+        if self._guaranteed is None:
+            self._guaranteed = {}
+            for other in self.queues:
+                for k, v in self._spec_amounts(other, "guarantee").items():
+                    self._guaranteed[k] = self._guaranteed.get(k, Fraction(0)) + v
+        own = self._spec_amounts(queue, "guarantee").get(name, Fraction(0))
+        reserved = self._guaranteed.get(name, Fraction(0)) - own
         left = self.total.get(name, Fraction(0)) - reserved if reserved else None
         raw = ((self.queues.get(queue) or {}).get("spec") or {}).get("capability", {}).get(name)
         if capability is not None and (left is None or capability <= left):
@@ -458,6 +471,7 @@ class Scheduler:
             self.queue_allocated = {}
             self.nodes = self._node_states()
             self._shares = None
+            self._running = None
             if what == "gang":
                 self._schedule_gang(item, pods)
             else:
@@ -564,11 +578,14 @@ class Scheduler:
         """Running Volcano pods on ``node`` in victim order (lowest priority first, then newest
         first): for reclaim those of other, reclaimable queues; for preempt those of the same
         queue with a lower priority. Never unpreemptable pods, nor system pods (conformance)."""
+        if self._running is None:
+            self._running = {}
+            for pod in self.ctx.items(PODS):
+                if holds_resources(pod) and not pod["metadata"].get("deletionTimestamp"):
+                    self._running.setdefault(pod["spec"]["nodeName"], []).append(pod)
         out = []
-        for pod in self.ctx.items(PODS):
+        for pod in self._running.get(node, []):
             meta, spec = pod["metadata"], pod["spec"]
-            if spec.get("nodeName") != node or not holds_resources(pod) or meta.get("deletionTimestamp"):
-                continue
             if meta["uid"] in taken:
                 continue
             victim_queue = queue_of(pod, self.podgroups)
