@@ -160,3 +160,15 @@ def test_without_excluded_prefixes_cpu_is_counted_and_a_gpu_only_queue_admits_no
     kueue_sandbox.settle()
     reserved = condition(k8s.workloads()["counted"], "QuotaReserved")
     assert reserved["status"] == "False" and "resource cpu unavailable in ClusterQueue" in reserved["message"]
+
+
+def test_a_stock_kueue_cluster_is_seeded_with_upstreams_default(tmp_path):
+    from sandbox.testing import running_sandbox
+
+    data = yaml.safe_load(KUEUE_PROFILE.read_text())
+    data["cluster_setup"] = "stock"
+    profile = tmp_path / "demo-kueue-stock.yaml"
+    profile.write_text(yaml.safe_dump(data))
+    with running_sandbox(profile) as handle:
+        cm = client.CoreV1Api(handle.api_client()).read_namespaced_config_map(*CM)
+    assert cm.data[KUEUE_CONF_KEY] == STOCK_CONF

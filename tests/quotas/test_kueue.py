@@ -209,3 +209,33 @@ def test_the_schema_check_catches_a_borrowing_limit_without_a_cohort():
     del cq["spec"]["cohortName"]
     with pytest.raises(SchemaViolation, match="borrowingLimit must be nil when cohort is empty"):
         validate_custom(cq)
+
+
+def test_dra_offerings_are_counted_under_the_resource_their_device_class_is_mapped_to():
+    from types import SimpleNamespace
+
+    from quotas.scheduler_config import dra_resource_name
+
+    def dra(kind: str, device_class: str, mig_profile: str = "", share: tuple[int, int] = (1, 1)):
+        return SimpleNamespace(
+            kind=kind,
+            resource_name="",
+            dra_device_class=device_class,
+            gpu_model="A100-80GB",
+            mig_profile=mig_profile,
+            share_numerator=share[0],
+            share_denominator=share[1],
+            node_selector={"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"},
+        )
+
+    gpu, mig = dra("gpu", "gpu.nvidia.com"), dra("mig", "mig.nvidia.com", "1g.10gb", (1, 7))
+    quotas = {"A100-80GB": ClassQuota("A100-80GB", Decimal(2), Decimal(3))}
+    assert kueue.kueue_resource(gpu) == dra_resource_name("gpu.nvidia.com")
+    # A slice is one mig.nvidia.com device and 1/7 of a GPU: 2 GPUs guaranteed are 14 devices.
+    assert kueue.team_amounts(quotas, [gpu, mig]) == {
+        "gpu-a100-80gb": {
+            "gpu.nvidia.com.deviceclass.resource.k8s.io/devices": (2, 1),
+            "mig.nvidia.com.deviceclass.resource.k8s.io/devices": (14, 7),
+        }
+    }
+    assert [f.name for f in kueue.flavors([gpu, mig])] == ["gpu-a100-80gb", "gpu-a100-80gb-1g-10gb"]
