@@ -360,3 +360,17 @@ def test_without_the_preempt_action_guaranteed_work_waits_behind_burst_work(sand
     vision_bursts_then_asks_for_guaranteed_work(cluster)
     assert cluster.phases("vision-")["vision-guaranteed"] == "Pending"
     assert cluster.evictions() == []
+
+
+def test_without_the_enqueue_action_volcano_places_nothing(sandbox):
+    cluster = Cluster(sandbox)
+    without_enqueue = volcano_scheduler_conf().replace("enqueue, ", "")
+    cluster.core.patch_namespaced_config_map(*CM, {"data": {VOLCANO_CONF_KEY: without_enqueue}})
+    cluster.queue("idle", capability={"nvidia.com/gpu": "8"})
+    cluster.pod("waits", "idle", 1)
+    sandbox.settle()
+    assert cluster.phases("waits") == {"waits": "Pending"}
+
+    cluster.core.patch_namespaced_config_map(*CM, {"data": {VOLCANO_CONF_KEY: volcano_scheduler_conf()}})
+    sandbox.settle()
+    assert cluster.phases("waits") == {"waits": "Running"}
