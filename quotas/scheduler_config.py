@@ -126,10 +126,10 @@ KUEUE_EXCLUDED_PREFIXES = ("cpu", "memory")
 def dra_resource_name(device_class: str) -> str:
     """The resource Kueue counts a DeviceClass's devices as (a ClusterQueue covers it).
 
-    The same name Kubernetes' ResourceQuota gives the count of a class's devices
-    (``jobs.kube.manifests.dra_quota_key``), so one name means one thing everywhere.
+    The class's own name (``gpu.nvidia.com``): a valid resource name that cannot be taken
+    for a device-plugin resource (``nvidia.com/gpu``), and what ``cluster_check`` suggests.
     """
-    return f"{device_class}.deviceclass.resource.k8s.io/devices"
+    return device_class
 
 
 def kueue_device_class_mappings(device_classes: tuple[str, ...] = DRA_DEVICE_CLASSES) -> list[dict[str, Any]]:

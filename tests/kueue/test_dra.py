@@ -9,7 +9,7 @@ import pytest
 import yaml
 from kubernetes import client
 
-from jobs.kube.manifests import dra_quota_key, workload_objects
+from jobs.kube.manifests import workload_objects
 from quotas import scheduler_config
 from quotas.scheduler_config import (
     KUEUE_CONF_KEY,
@@ -62,9 +62,10 @@ def test_the_portals_kueue_config_maps_every_dra_class_its_offerings_use():
     assert conf.excluded_prefixes == ("cpu", "memory")
 
 
-def test_the_mapped_resource_is_the_name_the_resource_quota_counts_devices_by():
-    for device_class in scheduler_config.DRA_DEVICE_CLASSES:
-        assert dra_resource_name(device_class) == dra_quota_key(device_class)
+def test_each_device_class_is_counted_under_its_own_name_apart_from_device_plugin_gpus():
+    names = [m["name"] for m in scheduler_config.kueue_device_class_mappings()]
+    assert names == list(scheduler_config.DRA_DEVICE_CLASSES) == ["gpu.nvidia.com", "mig.nvidia.com"]
+    assert "nvidia.com/gpu" not in names
 
 
 def test_a_recommended_kueue_cluster_is_seeded_with_the_portals_manager_config(kueue_sandbox):

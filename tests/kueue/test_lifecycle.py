@@ -178,8 +178,8 @@ def test_a_notebook_on_a_dra_offering_runs_as_its_statefulset_through_kueue(cast
     assert statefulset["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "gpu-portal"
     (queued,) = kube.list(WORKLOAD_API, "Workload", namespace="team-vision", label_selector=workload_selector(w.pk))
     [assignment] = queued["status"]["admission"]["podSetAssignments"]
-    assert assignment["flavors"] == {"gpu.nvidia.com.deviceclass.resource.k8s.io/devices": "gpu-h100-80gb"}
-    assert assignment["resourceUsage"] == {"gpu.nvidia.com.deviceclass.resource.k8s.io/devices": "1"}
+    assert assignment["flavors"] == {"gpu.nvidia.com": "gpu-h100-80gb"}
+    assert assignment["resourceUsage"] == {"gpu.nvidia.com": "1"}
 
 
 def test_a_converged_kueue_world_makes_no_writes(cast, quotas, kueue_portal, kube):
@@ -197,7 +197,7 @@ def test_apply_team_applies_the_kueue_queues_instead_of_a_volcano_queue(cast, qu
         (group,) = [g for g in queue["spec"]["resourceGroups"] if "nvidia.com/gpu" in g["coveredResources"]]
         return group["flavors"]
 
-    dra = "gpu.nvidia.com.deviceclass.resource.k8s.io/devices"
+    dra = "gpu.nvidia.com"
     lifecycle.apply_team(cast.vision.pk, kube)
     assert h100_quota() == [
         {

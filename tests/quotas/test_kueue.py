@@ -55,13 +55,13 @@ def test_a_team_gets_a_cluster_queue_with_guaranteed_as_nominal_and_the_rest_as_
                 # as the resource Kueue's configuration maps the gpu.nvidia.com DeviceClass to.
                 "resourceGroups": [
                     {
-                        "coveredResources": ["gpu.nvidia.com.deviceclass.resource.k8s.io/devices", "nvidia.com/gpu"],
+                        "coveredResources": ["gpu.nvidia.com", "nvidia.com/gpu"],
                         "flavors": [
                             {
                                 "name": "gpu-h100-80gb",
                                 "resources": [
                                     {
-                                        "name": "gpu.nvidia.com.deviceclass.resource.k8s.io/devices",
+                                        "name": "gpu.nvidia.com",
                                         "nominalQuota": "2",
                                         "borrowingLimit": "4",
                                     },
@@ -234,8 +234,8 @@ def test_dra_offerings_are_counted_under_the_resource_their_device_class_is_mapp
     # A slice is one mig.nvidia.com device and 1/7 of a GPU: 2 GPUs guaranteed are 14 devices.
     assert kueue.team_amounts(quotas, [gpu, mig]) == {
         "gpu-a100-80gb": {
-            "gpu.nvidia.com.deviceclass.resource.k8s.io/devices": (2, 1),
-            "mig.nvidia.com.deviceclass.resource.k8s.io/devices": (14, 7),
+            "gpu.nvidia.com": (2, 1),
+            "mig.nvidia.com": (14, 7),
         }
     }
     assert [f.name for f in kueue.flavors([gpu, mig])] == ["gpu-a100-80gb", "gpu-a100-80gb-1g-10gb"]
