@@ -32,7 +32,8 @@ ConfigMap ``volcano-system/volcano-scheduler-configmap``, read each pass by
   ``Evict`` event and are deleted; the job is then placed;
 * with the ``preempt`` action (and the ``priority`` plugin), such a job evicts running
   pods of lower priority in its own queue the same way;
-* without ``enqueue`` and ``allocate`` nothing is placed.
+* without ``enqueue`` and ``allocate`` nothing is placed; without the ``predicates``
+  argument ``predicate.DynamicResourceAllocationEnable`` no pod with ResourceClaims is.
 """
 
 from __future__ import annotations
@@ -63,6 +64,7 @@ RETRY_SECONDS = 60.0
 PREEMPTABLE_KEY = "volcano.sh/preemptable"
 SYSTEM_PRIORITY_CLASSES = ("system-cluster-critical", "system-node-critical")
 _AFFINITY = "node(s) didn't match Pod's node affinity/selector"
+_NO_VOLCANO_DRA = "node(s) cannot allocate resource claims: Volcano's predicates plugin has DRA off"
 
 
 @dataclass
@@ -702,6 +704,10 @@ class Scheduler:
         for name, amount in requests.items():
             if name in st.free:
                 devices[name] = self._pick_devices(st.free[name], int(amount))
+        if claims and spec.get("schedulerName") == "volcano" and not self.conf.dra:
+            # Volcano's predicates plugin allocates ResourceClaims only when told to; without it
+            # nothing ever allocates the claims and the pod cannot start anywhere.
+            return [_NO_VOLCANO_DRA], None
         planned, problem = self._plan_claims(claims, st)
         if problem:
             return [problem], None

@@ -374,3 +374,51 @@ def test_without_the_enqueue_action_volcano_places_nothing(sandbox):
     cluster.core.patch_namespaced_config_map(*CM, {"data": {VOLCANO_CONF_KEY: volcano_scheduler_conf()}})
     sandbox.settle()
     assert cluster.phases("waits") == {"waits": "Running"}
+
+
+# -- DRA -------------------------------------------------------------------------------------------
+
+
+def a_volcano_pod_claims_a_dra_gpu(cluster: Cluster) -> None:
+    cluster.queue("dra", capability={"nvidia.com/gpu": "8"})
+    client.ResourceV1Api(cluster.handle.api_client()).create_namespaced_resource_claim_template(
+        "default",
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaimTemplate",
+            "metadata": {"name": "one-gpu"},
+            "spec": {
+                "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}]}}
+            },
+        },
+    )
+    cluster.core.create_namespaced_pod(
+        "default",
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "dra-pod", "annotations": {QUEUE_ANNOTATION: "dra"}},
+            "spec": {
+                "schedulerName": "volcano",
+                "tolerations": [GPU_TOLERATION],
+                "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}],
+                "containers": [{"name": "main", "image": "x:1", "resources": {"claims": [{"name": "gpu"}]}}],
+            },
+        },
+    )
+    cluster.handle.settle()
+
+
+def test_with_the_recommended_config_volcano_allocates_a_pods_dra_claim(sandbox):
+    cluster = Cluster(sandbox)
+    a_volcano_pod_claims_a_dra_gpu(cluster)
+    pod = cluster.core.read_namespaced_pod("dra-pod", "default")
+    assert pod.status.phase == "Running" and pod.spec.node_name == "h100-dra-0"
+
+
+def test_with_the_stock_config_volcano_never_places_a_pod_with_dra_claims(stock_sandbox):
+    cluster = Cluster(stock_sandbox)
+    a_volcano_pod_claims_a_dra_gpu(cluster)
+    assert cluster.phases("dra-pod") == {"dra-pod": "Pending"}
+    [failed] = cluster.events("dra-pod", "FailedScheduling")
+    assert "Volcano's predicates plugin has DRA off" in failed.message
