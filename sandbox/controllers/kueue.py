@@ -38,7 +38,17 @@ memory, since its ClusterQueues hold GPUs only) and ``resources.deviceClassMappi
    ``QuotaReserved``/``Admitted`` True; then the TrainJob or JobSet is resumed
    (``spec.suspend: false``) or the pod's gate removed. One that does not fit keeps
    ``QuotaReserved`` False, reason Pending, with "couldn't assign flavors to pod set
-   <name>: <reasons>". No preemption.
+   <name>: <reasons>".
+
+   Preemption, as the ClusterQueue's ``spec.preemption`` allows: a Workload that does not
+   fit may evict admitted Workloads of other ClusterQueues in its cohort that borrow
+   (``reclaimWithinCohort``: Any, or LowerPriority), but only if it then stays within its
+   own nominal quota, and lower-priority Workloads of its own ClusterQueue
+   (``withinClusterQueue: LowerPriority``). Candidates go other queues first, lower
+   priority first, most recently admitted first, until the Workload fits; those it turns
+   out not to need are kept. An evicted Workload gets ``Evicted``/``Preempted`` with
+   Kueue's message and loses its quota; its job is suspended (its pod deleted), and it
+   waits again. The preemptor is admitted in the same pass.
 4. A job or pod that finished makes its Workload ``Finished``; it no longer counts.
 5. Status: each ClusterQueue's admitted/reserving/pending counts and ``flavorsUsage``
    (``flavorsReservation`` too), each LocalQueue's counts and usage.
@@ -46,6 +56,7 @@ memory, since its ClusterQueues hold GPUs only) and ``resources.deviceClassMappi
 
 from __future__ import annotations
 
+import copy
 import hashlib
 from fractions import Fraction
 from typing import Any
@@ -500,6 +511,8 @@ def _admit(ctx: Ctx, wl: dict[str, Any], quotas: Quotas, conf: kueue_config.Kueu
         podsets = spec.get("podSets") or []
         dra, problem = dra_requests(ctx, conf, meta["namespace"], podsets)
         assignments, added, why = (None, {}, "") if problem else assign(quotas, queue, podsets, conf, dra)
+        if not problem and assignments is None and _preempt(ctx, wl, quotas, queue, conf, dra):
+            assignments, added, why = assign(quotas, queue, podsets, conf, dra)
         if problem:
             message = problem  # Inadmissible: waiting for quota would not help
         elif assignments is None:
@@ -527,6 +540,125 @@ def _admit(ctx: Ctx, wl: dict[str, Any], quotas: Quotas, conf: kueue_config.Kueu
     if (condition(wl, "QuotaReserved") or {}).get("message") != message:
         ctx.event(wl, "Normal", "Pending", message, MANAGER, aggregate=True)
     ctx.set_status(WORKLOADS, wl, {**status, "conditions": conditions}, MANAGER)
+
+
+def _preempt(
+    ctx: Ctx,
+    wl: dict[str, Any],
+    quotas: Quotas,
+    queue: str,
+    conf: kueue_config.KueueConf,
+    dra: dict[str, dict[str, Fraction]],
+) -> bool:
+    """Evict what ``wl`` needs gone to fit, as its ClusterQueue's preemption policy allows.
+
+    1. Candidates: admitted Workloads of borrowing cohort peers (reclaimWithinCohort) and
+       lower-priority ones of its own queue (withinClusterQueue).
+    2. In order (other queues, lower priority, most recently admitted first), take each
+       away from a copy of the usage, skipping peers that no longer borrow, until ``wl``
+       fits; a fit that needed a peer's quota must leave ``wl``'s queue within its nominal.
+    3. Give back, newest choice first, each victim the fit does not need.
+    4. Evict the rest; their usage leaves ``quotas`` so the caller can admit ``wl``.
+    """
+    policy = (quotas.queues[queue].get("spec") or {}).get("preemption") or {}
+    reclaim = policy.get("reclaimWithinCohort", "Never")
+    within = policy.get("withinClusterQueue", "Never")
+    priority = int((wl.get("spec") or {}).get("priority") or 0)
+    peers = set(quotas.cohort(queue)) - {queue} if reclaim != "Never" else set()
+    candidates = []
+    for other in ctx.items(WORKLOADS):
+        if other["metadata"]["uid"] == wl["metadata"]["uid"] or not _admitted(other) or _is_finished(other):
+            continue
+        other_queue = _admission_queue(other)
+        other_priority = int((other.get("spec") or {}).get("priority") or 0)
+        same_queue_lower = other_queue == queue and within == "LowerPriority" and other_priority < priority
+        borrowing_peer = other_queue in peers and (reclaim == "Any" or other_priority < priority)
+        if same_queue_lower or borrowing_peer:
+            candidates.append(other)
+    if not candidates:
+        return False
+
+    def admitted_at(c: dict[str, Any]) -> tuple[str, str]:
+        reserved = (condition(c, "QuotaReserved") or {}).get("lastTransitionTime") or ""
+        return reserved, c["metadata"]["creationTimestamp"]
+
+    # Sorts are stable: the last one decides first.
+    candidates.sort(key=admitted_at, reverse=True)
+    candidates.sort(key=lambda c: int((c.get("spec") or {}).get("priority") or 0))
+    candidates.sort(key=lambda c: _admission_queue(c) == queue)
+    podsets = (wl.get("spec") or {}).get("podSets") or []
+    trial = copy.copy(quotas)
+    trial.usage = {q: dict(u) for q, u in quotas.usage.items()}
+    chosen: list[dict[str, Any]] = []
+
+    def fits() -> bool:
+        assignments, added, _ = assign(trial, queue, podsets, conf, dra)
+        if assignments is None:
+            return False
+        if any(_admission_queue(c) != queue for c in chosen):
+            # Reclaiming from peers is only for a queue that stays within its nominal quota.
+            own = trial.usage.get(queue, {})
+            return all(own.get(key, Fraction(0)) + n <= trial.quota(queue, *key)[0] for key, n in added.items())
+        return True
+
+    for candidate in candidates:
+        other_queue = _admission_queue(candidate)
+        usage = Quotas.assignment_usage(candidate["status"]["admission"])
+        if other_queue != queue and not any(
+            trial.usage.get(other_queue, {}).get(key, Fraction(0)) > trial.quota(other_queue, *key)[0] for key in usage
+        ):
+            continue  # no longer borrowing: what it holds is its own quota
+        trial.add(other_queue, {k: -v for k, v in usage.items()})
+        chosen.append(candidate)
+        if fits():
+            break
+    else:
+        return False
+    for candidate in list(reversed(chosen[:-1])):
+        usage = Quotas.assignment_usage(candidate["status"]["admission"])
+        trial.add(_admission_queue(candidate), usage)
+        chosen.remove(candidate)
+        if not fits():
+            trial.add(_admission_queue(candidate), {k: -v for k, v in usage.items()})
+            chosen.append(candidate)
+    for victim in chosen:
+        usage = Quotas.assignment_usage(victim["status"]["admission"])
+        quotas.add(_admission_queue(victim), {k: -v for k, v in usage.items()})
+        _evict(ctx, victim, wl, in_queue=_admission_queue(victim) == queue)
+    return True
+
+
+def _admission_queue(wl: dict[str, Any]) -> str:
+    return ((wl.get("status") or {}).get("admission") or {}).get("clusterQueue", "")
+
+
+def _evict(ctx: Ctx, victim: dict[str, Any], preemptor: dict[str, Any], *, in_queue: bool) -> None:
+    """Kueue's eviction of a preempted Workload: conditions, no quota, its job stopped."""
+    job_uid = (preemptor["metadata"].get("labels") or {}).get(JOB_UID_LABEL, "")
+    why = "prioritization in the ClusterQueue" if in_queue else "reclamation within the cohort"
+    message = (
+        f"Preempted to accommodate a workload (UID: {preemptor['metadata']['uid']}, JobUID: {job_uid}) due to {why}"
+    )
+    status = {k: v for k, v in (victim.get("status") or {}).items() if k != "admission"}
+    conditions = status.get("conditions")
+    conditions = set_condition(conditions, "Evicted", "True", "Preempted", message, ctx.now_iso)
+    reason = "InClusterQueue" if in_queue else "InCohortReclamation"
+    conditions = set_condition(conditions, "Preempted", "True", reason, message, ctx.now_iso)
+    conditions = set_condition(conditions, "QuotaReserved", "False", "Pending", message, ctx.now_iso)
+    conditions = set_condition(
+        conditions, "Admitted", "False", "NoReservation", "The workload has no reservation", ctx.now_iso
+    )
+    victim = ctx.set_status(WORKLOADS, victim, {**status, "conditions": conditions}, MANAGER)
+    ctx.event(victim, "Normal", "Preempted", message, MANAGER)
+    owner = _owner(ctx, victim)
+    if owner is None:
+        return
+    if owner["kind"] == "Pod":
+        ctx.delete(PODS, owner["metadata"]["namespace"], owner["metadata"]["name"])
+    elif not (owner.get("spec") or {}).get("suspend"):
+        key = TRAINJOBS if owner["kind"] == "TrainJob" else JOBSETS
+        ctx.replace(key, {**owner, "spec": {**owner["spec"], "suspend": True}}, MANAGER)
+        ctx.event(owner, "Normal", "Stopped", message, MANAGER)
 
 
 def _namespace_matches(ctx: Ctx, cq: dict[str, Any], namespace: str) -> bool:
