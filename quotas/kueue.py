@@ -25,8 +25,9 @@ lists the group's covered resources in the same order. Classes that share a reso
 share a group, and a flavor lists 0 for a resource it does not provide. A slice's
 profile flavor comes before its model flavor, the order in which admission charges them.
 
-What the portal expects of the cluster's Kueue ``Configuration`` (the sandbox plays
-exactly this, see ``sandbox/controllers/kueue.py``):
+What the portal expects of the cluster's Kueue ``Configuration`` (rendered by
+``quotas.scheduler_config.kueue_manager_config``, which the sandbox seeds and its Kueue,
+``sandbox/controllers/kueue.py``, follows):
 
 * ``integrations.frameworks``: ``trainer.kubeflow.org/trainjob`` (torch TrainJobs),
   ``jobset.x-k8s.io/jobset`` (all other training) and ``pod`` (notebook and endpoint pods,
@@ -38,7 +39,10 @@ exactly this, see ``sandbox/controllers/kueue.py``):
   (``app.kubernetes.io/managed-by``, ``gpu-portal.io/team``, ``gpu-portal.io/workload-id``,
   ``gpu-portal.io/kind``), so that the reconcile lists Kueue's Workloads like everything
   else and shows why work waits;
-* ``manageJobsWithoutQueueName: false`` (the default): only what names a LocalQueue waits.
+* ``manageJobsWithoutQueueName: false`` (the default): only what names a LocalQueue waits;
+* ``resources.deviceClassMappings``: each DRA DeviceClass of the offerings counted under
+  its own name (``gpu.nvidia.com``), which the ClusterQueues cover in the model's flavor
+  (``kueue_resource``); without a mapping Kueue marks DRA workloads inadmissible.
 """
 
 from __future__ import annotations
