@@ -62,6 +62,7 @@ PODGROUPS = "scheduling.volcano.sh/podgroups"
 QUEUES = "scheduling.volcano.sh/queues"
 RETRY_SECONDS = 60.0
 PREEMPTABLE_KEY = "volcano.sh/preemptable"
+EVICTED = "evicted"  # memo: evicted Volcano Job pod uid -> {"job": job uid, "task": task name}
 SYSTEM_PRIORITY_CLASSES = ("system-cluster-critical", "system-node-critical")
 _AFFINITY = "node(s) didn't match Pod's node affinity/selector"
 _NO_VOLCANO_DRA = "node(s) cannot allocate resource claims: Volcano's predicates plugin has DRA off"
@@ -662,6 +663,11 @@ class Scheduler:
         status["conditions"] = _pod_condition(status.get("conditions"), "Ready", "False", "Evict", message, ctx.now_iso)
         ctx.set_status(PODS, pod, status, "volcano")
         ctx.delete(PODS, pod["metadata"]["namespace"], pod["metadata"]["name"])
+        # Volcano's Job controller sees PodEvicted (sandbox/controllers/volcano_policies.py).
+        owner = next((r for r in pod["metadata"].get("ownerReferences") or [] if r.get("kind") == "Job"), None)
+        if owner is not None and owner.get("apiVersion", "").startswith("batch.volcano.sh/"):
+            task = (pod["metadata"].get("labels") or {}).get("volcano.sh/task-spec", "")
+            ctx.memo(EVICTED)[pod["metadata"]["uid"]] = {"job": owner.get("uid", ""), "task": task}
 
     # filtering and scoring --------------------------------------------------------------------
 

@@ -28,6 +28,7 @@ from sandbox.controllers import (
     statefulsets,
     trainjobs,
     volcano,
+    volcano_policies,
 )
 from sandbox.controllers.base import Ctx
 from sandbox.scheduler import Scheduler
@@ -44,6 +45,7 @@ STEPS: tuple[tuple[str, Callable[[Ctx], None]], ...] = (
     ("statefulsets", statefulsets.reconcile),
     ("trainjobs", trainjobs.reconcile),
     ("jobsets", jobsets.reconcile),
+    ("volcano-job-policies", volcano_policies.reconcile),
     ("volcano-jobs", volcano.reconcile_jobs),
     ("inference", inference.reconcile),
     ("resource-claims", kubelet.reconcile_claims),

@@ -9,18 +9,20 @@ it back; upstream's shipped default (``cluster_setup: stock``) keeps vision wait
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 import yaml
 from kubernetes import client
 
-from jobs.kube.manifests import priority_classes, team_objects
+from jobs.kube.manifests import priority_classes, team_objects, workload_objects
 from jobs.kube.names import PRIORITY_GUARANTEED, PRIORITY_PREEMPTIBLE
 from jobs.specs import TeamRef
 from quotas.scheduler_config import VOLCANO_CONF_KEY, volcano_scheduler_conf
 from sandbox.testing import running_sandbox
 from sandbox.volcano_config import BUILTIN, STOCK_CONF, parse
+from tests.manifests.conftest import spec
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PROFILE = REPO_ROOT / "deploy" / "cluster-profiles" / "demo.yaml"
@@ -422,3 +424,38 @@ def test_with_the_stock_config_volcano_never_places_a_pod_with_dra_claims(stock_
     assert cluster.phases("dra-pod") == {"dra-pod": "Pending"}
     [failed] = cluster.events("dra-pod", "FailedScheduling")
     assert "Volcano's predicates plugin has DRA off" in failed.message
+
+
+# -- an evicted gang restarts (the portal's PodEvicted -> RestartJob policy) -------------------------
+
+
+def test_a_reclaimed_volcano_job_restarts_as_a_whole_and_waits_for_its_queue(sandbox):
+    cluster = Cluster(sandbox)
+    nlp = TeamRef("nlp", "team-nlp")
+    for team in (TeamRef("vision", "team-vision"), nlp):
+        for obj in team_objects(team, {"nvidia.com/gpu": (8, 16)}):
+            cluster.handle.dynamic_client().resources.get(api_version=obj["apiVersion"], kind=obj["kind"]).create(
+                body=obj, namespace=obj["metadata"].get("namespace")
+            )
+    # nlp's 2 x 8 GPU gang fills both H100 nodes, 8 of them borrowed from vision's deserved.
+    gang = replace(
+        spec("training", name="gang", framework="custom", replicas=2, gpus_per_replica=8),
+        team=nlp,
+        priority_class=PRIORITY_PREEMPTIBLE,
+    )
+    job_objects = workload_objects(gang)
+    for obj in job_objects:
+        cluster.handle.dynamic_client().resources.get(api_version=obj["apiVersion"], kind=obj["kind"]).create(
+            body=obj, namespace=obj["metadata"].get("namespace")
+        )
+    sandbox.settle()
+    assert {p.status.phase for p in cluster.core.list_namespaced_pod("team-nlp").items} == {"Running"}
+
+    cluster.pod("vision-train", "team-vision", 8)
+    sandbox.settle()
+
+    assert cluster.phases("vision-") == {"vision-train": "Running"}
+    nlp_pods = cluster.core.list_namespaced_pod("team-nlp").items
+    assert len(nlp_pods) == 2 and {p.status.phase for p in nlp_pods} == {"Pending"}  # the whole gang waits
+    actions = [e for e in cluster.core.list_namespaced_event("team-nlp").items if e.reason == "ExecuteAction"]
+    assert [e.message for e in actions] == ["Start to execute action RestartJob "]
