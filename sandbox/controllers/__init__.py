@@ -3,6 +3,7 @@
     housekeeping (GC, namespaces, service accounts, PVCs, event expiry)
     -> Kueue (profiles with ``queueing: kueue``: Workloads, admission, resume and ungate)
     -> workload controllers (Notebook, StatefulSet, TrainJob, JobSet, Volcano Job, InferenceService) create pods
+       (Volcano Job policies first: a gang that lost a pod to eviction restarts)
     -> ResourceClaim controller (claims from templates)
     -> scheduler (bind pods, assign devices)
     -> kubelet (start and finish pods)
