@@ -10,7 +10,7 @@ Pure builders first, then the two functions that read the database for them.
   limit + overage - guaranteed, in the resource's units (``quotas.cluster.units``). It
   admits only LocalQueues of the team's namespace, and may reclaim its nominal quota
   from borrowers (``reclaimWithinCohort: Any``), as a Volcano queue's ``deserved`` is
-  reclaimed (``quotas.scheduler_config``).
+  reclaimed (``portal.scheduler_config``).
 * One ``LocalQueue`` ``gpu-portal`` in the team's namespace, pointing at it. Workloads
   name it with the label ``kueue.x-k8s.io/queue-name: gpu-portal``; the same name in
   every namespace, so the builders of workloads need no team lookup.
@@ -26,7 +26,7 @@ share a group, and a flavor lists 0 for a resource it does not provide. A slice'
 profile flavor comes before its model flavor, the order in which admission charges them.
 
 What the portal expects of the cluster's Kueue ``Configuration`` (rendered by
-``quotas.scheduler_config.kueue_manager_config``, which the sandbox seeds and its Kueue,
+``portal.scheduler_config.kueue_manager_config``, which the sandbox seeds and its Kueue,
 ``sandbox/controllers/kueue.py``, follows):
 
 * ``integrations.frameworks``: ``trainer.kubeflow.org/trainjob`` (torch TrainJobs),
@@ -52,10 +52,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from portal.scheduler_config import dra_resource_name
 from quotas.cluster import ClassQuota, active_offerings, class_quotas, draws_on, units
 from quotas.gpu_classes import mig_class
 from quotas.models import Quota
-from quotas.scheduler_config import dra_resource_name
 
 KUEUE_API = "kueue.x-k8s.io/v1beta2"
 QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
@@ -74,7 +74,7 @@ Amounts = Mapping[str, Mapping[str, tuple[int, int]]]  # flavor → resource →
 def kueue_resource(offering) -> str:
     """The resource Kueue counts one unit of ``offering`` as: its extended resource, or for a
     DRA offering the resource its DeviceClass is mapped to in Kueue's configuration
-    (``quotas.scheduler_config.kueue_device_class_mappings``); '' for CPU."""
+    (``portal.scheduler_config.kueue_device_class_mappings``); '' for CPU."""
     if offering.kind == "cpu":
         return ""
     if offering.resource_name:

@@ -13,7 +13,7 @@ what it follows:
 
 A missing or unparsable ConfigMap reads as upstream's shipped default (``STOCK_CONF``).
 ``seed`` is the sandbox's seeder: ``cluster_setup: recommended`` gets what the portal needs
-(``quotas.scheduler_config.kueue_manager_config``), ``stock`` upstream's default.
+(``portal.scheduler_config.kueue_manager_config``), ``stock`` upstream's default.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from typing import Any
 
 import yaml
 
-from quotas.scheduler_config import KUEUE_CONF_KEY, KUEUE_CONFIGMAP, KUEUE_NAMESPACE, kueue_manager_configmap
+from portal.scheduler_config import KUEUE_CONF_KEY, KUEUE_CONFIGMAP, KUEUE_NAMESPACE, kueue_manager_configmap
 
 CONFIGMAPS = "/configmaps"
 

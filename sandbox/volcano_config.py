@@ -18,7 +18,7 @@ A missing or unparsable ConfigMap falls back to Volcano's compiled-in default (a
 real scheduler does): actions ``enqueue, allocate, backfill`` and ``proportion``.
 
 ``seed`` is the sandbox's seeder: ``cluster_setup: recommended`` gets what the portal
-needs (``quotas.scheduler_config.volcano_scheduler_conf``), ``stock`` upstream's default.
+needs (``portal.scheduler_config.volcano_scheduler_conf``), ``stock`` upstream's default.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from typing import Any
 
 import yaml
 
-from quotas.scheduler_config import (
+from portal.scheduler_config import (
     VOLCANO_CONF_KEY,
     VOLCANO_CONFIGMAP,
     VOLCANO_NAMESPACE,

@@ -279,7 +279,7 @@ def team_objects(
 
     1. The Namespace, enforcing the restricted Pod Security Standard.
     2. The Volcano Queue, in the fields Volcano's ``capacity`` plugin reads (the scheduler
-       configuration the portal needs, ``quotas.scheduler_config``): deserved = guaranteed,
+       configuration the portal needs, ``portal.scheduler_config``): deserved = guaranteed,
        capability = limit; reclaimable, so others may borrow what the team leaves idle and
        the ``reclaim`` action gives it back. No ``guarantee``: capacity would keep it idle
        for the team, out of every other queue's reach; no ``weight``: only proportion reads it.

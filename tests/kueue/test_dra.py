@@ -10,8 +10,8 @@ import yaml
 from kubernetes import client
 
 from jobs.kube.manifests import workload_objects
-from quotas import scheduler_config
-from quotas.scheduler_config import (
+from portal import scheduler_config
+from portal.scheduler_config import (
     KUEUE_CONF_KEY,
     dra_resource_name,
     kueue_manager_config,

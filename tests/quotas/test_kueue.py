@@ -214,7 +214,7 @@ def test_the_schema_check_catches_a_borrowing_limit_without_a_cohort():
 def test_dra_offerings_are_counted_under_the_resource_their_device_class_is_mapped_to():
     from types import SimpleNamespace
 
-    from quotas.scheduler_config import dra_resource_name
+    from portal.scheduler_config import dra_resource_name
 
     def dra(kind: str, device_class: str, mig_profile: str = "", share: tuple[int, int] = (1, 1)):
         return SimpleNamespace(

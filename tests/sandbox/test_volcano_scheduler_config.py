@@ -19,7 +19,7 @@ from kubernetes import client
 from jobs.kube.manifests import priority_classes, team_objects, workload_objects
 from jobs.kube.names import PRIORITY_GUARANTEED, PRIORITY_PREEMPTIBLE
 from jobs.specs import TeamRef
-from quotas.scheduler_config import VOLCANO_CONF_KEY, volcano_scheduler_conf
+from portal.scheduler_config import VOLCANO_CONF_KEY, volcano_scheduler_conf
 from sandbox.testing import running_sandbox
 from sandbox.volcano_config import BUILTIN, STOCK_CONF, parse
 from tests.manifests.conftest import spec

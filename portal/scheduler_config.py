@@ -2,7 +2,9 @@
 
 Pure functions (no Django, no I/O): the README prints what they render, the sandbox seeds
 its ConfigMaps from them (``cluster_setup: recommended``), and ``cluster_check`` can
-compare a cluster against them, so the docs, the sandbox and a real cluster agree.
+compare a cluster against them, so the docs, the sandbox and a real cluster agree. They
+live in ``portal/`` beside the cluster profile because the sandbox runs from ``sandbox/``
+and ``portal/`` alone; ``quotas.kueue`` and ``jobs.kube.manifests`` build to match them.
 
 **Volcano** (``volcano-system/volcano-scheduler-configmap``, key ``volcano-scheduler.conf``).
 Upstream's shipped default has the actions ``enqueue, allocate, backfill`` and the
