@@ -37,6 +37,8 @@ def seed(sandbox: Any) -> None:
                 api.create(registry.by_key(key), namespace, obj, manager="sandbox", internal=True)
 
 
+# Seeders register after SEEDERS exists; each module is one add-on's configuration.
+from sandbox import kueue_config, volcano_config  # noqa: E402
 from sandbox.gpu_operator import exporter_daemonsets  # noqa: E402
 
-SEEDERS.append(exporter_daemonsets)
+SEEDERS.extend((exporter_daemonsets, volcano_config.seed, kueue_config.seed))

@@ -74,7 +74,7 @@ def test_a_canary_holds_quota_for_its_replicas_until_it_is_promoted(cast, h100):
 def test_a_canary_that_does_not_fit_is_refused_with_the_numbers_and_changes_nothing(cast, h100):
     w = running_endpoint(cast, max_replicas=3)
     with pytest.raises(
-        QuotaRefused, match="vision has 3 of 4 H100-80GB GPUs in use; a canary .* needs 3 H100-80GB GPUs more"
+        QuotaRefused, match="vision has 3 of 4 H100-80GB GPUs in use; a canary .* needs 3 more H100-80GB GPUs"
     ):
         lifecycle.rollout(cast.alice, w, "s3://models/sentiment/v2", 10)
     w.refresh_from_db()
