@@ -3,11 +3,14 @@
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/gpu_portal .venv/bin/python bench/telemetry_bench.py
 
 Creates its own database (``<name>_bench_telemetry``), migrates it, and drops it at the
-end. Two figures for the same 1440 × 64 minute rows:
+end. Figures for the same 1440 × 64 minute rows:
 
-- ``usage.telemetry.ingest``, one call per minute as the sampler does it: read the
+- ``usage.telemetry.ingest``, one call per minute as the live sampler does it: read the
   rows it replaces, upsert the minute rows, add the differences to the workload-day
   and team hour/day rollups, in one transaction;
+- ``usage.telemetry.ingest_many`` as a backfill does it (``telemetry.backfill``: an hour
+  of ticks per transaction), and the whole day in one; the rollups are checked to be
+  identical to the per-minute ones;
 - a bare ``COPY`` of the same rows into a copy of the minute table (same indexes).
 """
 
@@ -84,6 +87,26 @@ def run() -> None:
     assert rows == GPUS * MINUTES, rows
     assert WorkloadDay.objects.count() == GPUS and TeamUsage.objects.filter(period="hour").count() == 24
 
+    def rollups():
+        return (
+            sorted(WorkloadDay.objects.values_list("workload_id", "device_minutes", "activity_minutes", "energy_wh")),
+            sorted(TeamUsage.objects.values_list("period", "start", "device_minutes", "busy_gpu_minutes", "energy_wh")),
+        )
+
+    def wipe():
+        for model in (GpuMinute, WorkloadDay, TeamUsage):
+            model.objects.all().delete()
+
+    per_minute = rollups()
+    batched = {}
+    for label, size in (("an hour per transaction", 60), ("the day in one transaction", MINUTES)):
+        wipe()
+        started = time.perf_counter()
+        for i in range(0, MINUTES, size):
+            telemetry.ingest_many(all_samples[i : i + size], owners)
+        batched[label] = time.perf_counter() - started
+        assert GpuMinute.objects.count() == rows and rollups() == per_minute, label
+
     # The same rows, bare: COPY into a table shaped like the minute table, indexes included.
     table = GpuMinute._meta.db_table
     with connection.cursor() as cur:
@@ -107,6 +130,7 @@ def run() -> None:
                 int(s.fb_used_mib + s.fb_free_mib),
                 s.power_w,
                 1,
+                1,
             )
             for minute_samples in all_samples
             for s in minute_samples
@@ -126,8 +150,13 @@ def run() -> None:
         f"  usage.telemetry.ingest, one call per minute: {ingest_s:7.2f} s  {rows / ingest_s:10.0f} rows/s"
         f"  ({ingest_s / MINUTES * 1000:.1f} ms per tick, rollups included)"
     )
+    for label, seconds in batched.items():
+        print(
+            f"  ingest_many, {label:32} {seconds:7.2f} s  {rows / seconds:10.0f} rows/s"
+            f"  ({seconds / copy_s:.1f}x COPY; rollups identical to per-minute)"
+        )
     print(f"  bare COPY of the same rows:                  {copy_s:7.2f} s  {rows / copy_s:10.0f} rows/s")
-    print(f"  ratio ingest/COPY: {ingest_s / copy_s:.1f}x slower")
+    print(f"  ratio ingest/COPY: {ingest_s / copy_s:.1f}x slower (per minute)")
 
 
 if __name__ == "__main__":

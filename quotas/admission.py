@@ -177,10 +177,10 @@ def admit_extra(team, offering, gpu_class: str, units: int, what: str) -> Charge
     used = quota.used if quota else Decimal(0)
     limit = quota.limit if quota else Decimal(0)
     if quota is None or used + charge.amount > limit:
+        count, unit = class_amount(charge.gpu_class, charge.amount).split(" ", 1)
         raise QuotaRefused(
             f"Over quota: {team.slug} has {fmt(used)} of {class_amount(charge.gpu_class, limit)} in use; {what} "
-            f"needs {class_amount(charge.gpu_class, charge.amount)} more. Promote or stop other work first, or ask "
-            "for a larger quota."
+            f"needs {count} more {unit}. Promote or stop other work first, or ask for a larger quota."
         )
     Quota.objects.filter(pk=quota.pk).update(used=F("used") + charge.amount)
     return charge

@@ -152,7 +152,9 @@ def resource_amounts(quotas: Mapping[str, ClassQuota], offerings: Iterable) -> d
 
 
 def active_offerings() -> list[Offering]:
-    return list(Offering.objects.filter(is_active=True).exclude(kind="cpu").exclude(resource_name="").order_by("slug"))
+    """Active GPU offerings: device-plugin ones (an extended resource) and DRA ones (a DeviceClass)."""
+    offerings = Offering.objects.filter(is_active=True).exclude(kind="cpu")
+    return list(offerings.exclude(resource_name="", dra_device_class="").order_by("slug"))
 
 
 def team_resource_quota(

@@ -9,7 +9,8 @@ Pure builders first, then the two functions that read the database for them.
   per flavor and resource, ``nominalQuota`` = guaranteed and ``borrowingLimit`` =
   limit + overage - guaranteed, in the resource's units (``quotas.cluster.units``). It
   admits only LocalQueues of the team's namespace, and may reclaim its nominal quota
-  from borrowers (``reclaimWithinCohort: Any``), as a Volcano queue's ``guarantee`` does.
+  from borrowers (``reclaimWithinCohort: Any``), as a Volcano queue's ``deserved`` is
+  reclaimed (``portal.scheduler_config``).
 * One ``LocalQueue`` ``gpu-portal`` in the team's namespace, pointing at it. Workloads
   name it with the label ``kueue.x-k8s.io/queue-name: gpu-portal``; the same name in
   every namespace, so the builders of workloads need no team lookup.
@@ -24,8 +25,9 @@ lists the group's covered resources in the same order. Classes that share a reso
 share a group, and a flavor lists 0 for a resource it does not provide. A slice's
 profile flavor comes before its model flavor, the order in which admission charges them.
 
-What the portal expects of the cluster's Kueue ``Configuration`` (the sandbox plays
-exactly this, see ``sandbox/controllers/kueue.py``):
+What the portal expects of the cluster's Kueue ``Configuration`` (rendered by
+``portal.scheduler_config.kueue_manager_config``, which the sandbox seeds and its Kueue,
+``sandbox/controllers/kueue.py``, follows):
 
 * ``integrations.frameworks``: ``trainer.kubeflow.org/trainjob`` (torch TrainJobs),
   ``jobset.x-k8s.io/jobset`` (all other training) and ``pod`` (notebook and endpoint pods,
@@ -37,7 +39,10 @@ exactly this, see ``sandbox/controllers/kueue.py``):
   (``app.kubernetes.io/managed-by``, ``gpu-portal.io/team``, ``gpu-portal.io/workload-id``,
   ``gpu-portal.io/kind``), so that the reconcile lists Kueue's Workloads like everything
   else and shows why work waits;
-* ``manageJobsWithoutQueueName: false`` (the default): only what names a LocalQueue waits.
+* ``manageJobsWithoutQueueName: false`` (the default): only what names a LocalQueue waits;
+* ``resources.deviceClassMappings``: each DRA DeviceClass of the offerings counted under
+  its own name (``gpu.nvidia.com``), which the ClusterQueues cover in the model's flavor
+  (``kueue_resource``); without a mapping Kueue marks DRA workloads inadmissible.
 """
 
 from __future__ import annotations
@@ -47,6 +52,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from portal.scheduler_config import dra_resource_name
 from quotas.cluster import ClassQuota, active_offerings, class_quotas, draws_on, units
 from quotas.gpu_classes import mig_class
 from quotas.models import Quota
@@ -63,6 +69,19 @@ TEAM_LABEL = "gpu-portal.io/team"
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 
 Amounts = Mapping[str, Mapping[str, tuple[int, int]]]  # flavor → resource → (nominal, borrowing)
+
+
+def kueue_resource(offering) -> str:
+    """The resource Kueue counts one unit of ``offering`` as: its extended resource, or for a
+    DRA offering the resource its DeviceClass is mapped to in Kueue's configuration
+    (``portal.scheduler_config.kueue_device_class_mappings``); '' for CPU."""
+    if offering.kind == "cpu":
+        return ""
+    if offering.resource_name:
+        return offering.resource_name
+    if offering.dra_device_class:
+        return dra_resource_name(offering.dra_device_class)
+    return ""
 
 
 def flavor_name(gpu_class: str) -> str:
@@ -97,12 +116,12 @@ def flavors(offerings: Iterable) -> list[Flavor]:
     """One flavor per GPU class the offerings can draw on; its labels are the ones they share.
 
     A model class (``A100-80GB``) and its MIG profile classes (``A100-80GB/1g.10gb``) get
-    a flavor each. Offerings without an extended resource (DRA, CPU) are left out:
-    Kueue's DRA support is still alpha.
+    a flavor each. DRA offerings count in their model's flavor, under the resource their
+    DeviceClass is mapped to (``kueue_resource``); CPU offerings have none.
     """
     selectors: dict[str, list[Mapping[str, str]]] = {}
     for offering in offerings:
-        if offering.kind == "cpu" or not offering.resource_name:
+        if not kueue_resource(offering):
             continue
         selectors.setdefault(offering.gpu_model, []).append(offering.node_selector or {})
         if offering.kind == "mig":
@@ -137,7 +156,8 @@ def team_amounts(quotas: Mapping[str, ClassQuota], offerings: Iterable) -> dict[
     """Flavor → resource → (nominalQuota, borrowingLimit) for one team's class quotas. Pure."""
     out: dict[str, dict[str, tuple[int, int]]] = {}
     for offering in offerings:
-        if offering.kind == "cpu" or not offering.resource_name:
+        resource = kueue_resource(offering)
+        if not resource:
             continue
         drawn = draws_on(offering, quotas)
         if drawn is None:
@@ -145,7 +165,7 @@ def team_amounts(quotas: Mapping[str, ClassQuota], offerings: Iterable) -> dict[
         quota, per_unit = drawn
         nominal = units(quota.guaranteed, per_unit)
         ceiling = units(quota.ceiling, per_unit)
-        out.setdefault(flavor_name(quota.gpu_class), {})[offering.resource_name] = (nominal, max(ceiling - nominal, 0))
+        out.setdefault(flavor_name(quota.gpu_class), {})[resource] = (nominal, max(ceiling - nominal, 0))
     return out
 
 
@@ -336,9 +356,10 @@ def cluster_kueue_objects() -> list[dict[str, Any]]:
     offerings = active_offerings()
     capacity: dict[str, dict[str, int]] = {}
     for offering in offerings:
-        if offering.total_units:
+        resource = kueue_resource(offering)
+        if offering.total_units and resource:
             resources = capacity.setdefault(flavor_name(offering.gpu_model), {})
-            resources[offering.resource_name] = resources.get(offering.resource_name, 0) + offering.total_units
+            resources[resource] = resources.get(resource, 0) + offering.total_units
     by_team: dict[int, dict[str, ClassQuota]] = {}
     for q in Quota.objects.all():
         by_team.setdefault(q.team_id, {})[q.gpu_class] = ClassQuota(

@@ -83,6 +83,7 @@ KINDS: tuple[Kind, ...] = (
     _k("", ["v1"], "limitranges", "LimitRange", True, short_names=("limits",)),
     # built-in groups
     _k("apps", ["v1"], "statefulsets", "StatefulSet", True, status=True, short_names=("sts",), categories=("all",)),
+    _k("apps", ["v1"], "daemonsets", "DaemonSet", True, status=True, short_names=("ds",), categories=("all",)),
     _k("scheduling.k8s.io", ["v1"], "priorityclasses", "PriorityClass", False, short_names=("pc",)),
     _k("networking.k8s.io", ["v1"], "networkpolicies", "NetworkPolicy", True, short_names=("netpol",)),
     _k("resource.k8s.io", ["v1"], "deviceclasses", "DeviceClass", False),

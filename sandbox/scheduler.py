@@ -14,9 +14,26 @@ For each pending pod without a node, in priority then age order:
    ``FailedScheduling`` event worded like kube-scheduler's, updated (count,
    lastTimestamp) at most once a simulated minute instead of piling up.
 
-Pods with ``schedulerName: volcano`` are gang-scheduled per PodGroup (annotation
-``scheduling.k8s.io/group-name``): all pending members are placed or none, and only
-if the queue's ``spec.capability`` leaves room for the whole gang.
+Pods with ``schedulerName: volcano`` follow the cluster's Volcano configuration (the
+ConfigMap ``volcano-system/volcano-scheduler-configmap``, read each pass by
+``sandbox.volcano_config``):
+
+* with the ``gang`` plugin they are placed per PodGroup (annotation
+  ``scheduling.k8s.io/group-name``): all pending members or none; without it one by one;
+* the queue bounds what its pods may hold: with ``capacity`` up to ``spec.capability``
+  (less what other queues' ``guarantee`` reserves), with ``proportion`` up to a share
+  computed from ``weight`` (water-filling over the queues with work, capped by
+  ``capability`` and floored at ``guarantee``; ``spec.deserved`` is ignored);
+* with the ``reclaim`` action, a job that fits its queue but no node, in a queue that
+  stays within its deserved, evicts running pods of other queues that hold more than
+  their deserved (``capacity``: ``spec.deserved``; ``proportion``: the computed share),
+  lowest priority and newest first, only from reclaimable queues and preemptable pods,
+  and never for a pod whose ``preemptionPolicy`` is Never. Evicted pods get Volcano's
+  ``Evict`` event and are deleted; the job is then placed;
+* with the ``preempt`` action (and the ``priority`` plugin), such a job evicts running
+  pods of lower priority in its own queue the same way;
+* without ``enqueue`` and ``allocate`` nothing is placed; without the ``predicates``
+  argument ``predicate.DynamicResourceAllocationEnable`` no pod with ResourceClaims is.
 """
 
 from __future__ import annotations
@@ -26,7 +43,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from sandbox import cel, quantity
+from sandbox import cel, quantity, volcano_config
 from sandbox.controllers.base import PODS, Ctx
 from sandbox.podutil import (
     GROUP_ANNOTATION,
@@ -44,7 +61,11 @@ DEVICE_CLASSES = "resource.k8s.io/deviceclasses"
 PODGROUPS = "scheduling.volcano.sh/podgroups"
 QUEUES = "scheduling.volcano.sh/queues"
 RETRY_SECONDS = 60.0
+PREEMPTABLE_KEY = "volcano.sh/preemptable"
+EVICTED = "evicted"  # memo: evicted Volcano Job pod uid -> {"job": job uid, "task": task name}
+SYSTEM_PRIORITY_CLASSES = ("system-cluster-critical", "system-node-critical")
 _AFFINITY = "node(s) didn't match Pod's node affinity/selector"
+_NO_VOLCANO_DRA = "node(s) cannot allocate resource claims: Volcano's predicates plugin has DRA off"
 
 
 @dataclass
@@ -101,6 +122,18 @@ class Scheduler:
         self.podgroups = {(pg["metadata"]["namespace"], pg["metadata"]["name"]): pg for pg in ctx.items(PODGROUPS)}
         self.queue_allocated: dict[str, dict[str, Fraction]] = {}
         self.nodes = self._node_states()
+        self.conf = volcano_config.read(ctx.store)
+        self.queues = {q["metadata"]["name"]: q for q in ctx.items(QUEUES)}
+        self.total: dict[str, Fraction] = {}
+        for st in self.nodes.values():
+            if not st.unschedulable:
+                for k, v in st.alloc.items():
+                    self.total[k] = self.total.get(k, Fraction(0)) + v
+        self._shares: dict[str, dict[str, Fraction]] | None = None  # proportion's deserved
+        self._amounts: dict[tuple[str, str], dict[str, Fraction]] = {}
+        self._guaranteed: dict[str, Fraction] | None = None  # every queue's guarantee, summed
+        self._running: dict[str, list[dict[str, Any]]] | None = None  # node -> Volcano pods holding resources
+        self.starving: list[tuple[str, Any]] = []  # jobs that fit their queue but no node
 
     # state ------------------------------------------------------------------------------------
 
@@ -185,9 +218,14 @@ class Scheduler:
         )
         gangs: dict[tuple[str, str], list[dict[str, Any]]] = {}
         order: list[tuple[str, Any]] = []
+        # Volcano allocates only jobs that enqueue admitted; with either action missing it places nothing.
+        volcano_places = self.conf.action("enqueue") and self.conf.action("allocate")
         for pod in pending:
+            volcano = pod["spec"].get("schedulerName") == "volcano"
+            if volcano and not volcano_places:
+                continue
             group = (pod["metadata"].get("annotations") or {}).get(GROUP_ANNOTATION)
-            if pod["spec"].get("schedulerName") == "volcano" and group:
+            if volcano and group and self.conf.plugin("gang"):
                 key = (pod["metadata"]["namespace"], group)
                 if key not in gangs:
                     gangs[key] = []
@@ -200,6 +238,9 @@ class Scheduler:
                 self._schedule_gang(item, gangs[item])
             else:
                 self._schedule_pod(item)
+        for action in self.conf.actions:
+            if action in ("preempt", "reclaim"):
+                self._evict_for_starving(gangs, action)
 
     def _schedule_pod(self, pod: dict[str, Any]) -> None:
         queue = queue_of(pod, self.podgroups)
@@ -211,6 +252,8 @@ class Scheduler:
         placement, reasons = self._place(pod, self.nodes)
         if placement is None:
             self._unschedulable(pod, self._fit_error(pod, reasons))
+            if queue is not None:
+                self.starving.append(("pod", pod))
             return
         self._bind(pod, placement, queue)
 
@@ -258,6 +301,7 @@ class Scheduler:
                 self.gangs[pg_uid] = {"reason": "NotEnoughResources", "message": message}
                 for p in pods:
                     self._unschedulable(p, message)
+                self.starving.append(("gang", key))
                 return
             self._take(placement, pod)
             placements.append((pod, placement))
@@ -266,28 +310,364 @@ class Scheduler:
             self._bind(pod, Placement(self.nodes[placement.node.name], placement.devices, placement.claims), queue)
 
     def _queue_problem(self, queue: str, need: dict[str, Fraction]) -> str | None:
-        q = self.ctx.get(QUEUES, "", queue)
+        q = self.queues.get(queue)
         if q is None:
             return f'queue "{queue}" not found'
         if (q.get("status") or {}).get("state") in ("Closed", "Closing"):
             return f'queue "{queue}" is closed'
         allocated = self.queue_allocated.get(queue, {})
         short = []
-        for name, raw in sorted(((q.get("spec") or {}).get("capability") or {}).items()):
-            try:
-                cap = quantity.parse(raw)
-            except quantity.QuantityError:
+        for name, want in sorted(need.items()):
+            if not want:
                 continue
-            want = need.get(name, Fraction(0))
             have = allocated.get(name, Fraction(0))
-            if want and have + want > cap:
-                short.append(
-                    f"{name}: requested {quantity.format_quantity(want, name)}, allocated "
-                    f"{quantity.format_quantity(have, name)}, capability {raw}"
-                )
+            for bound, what in self._queue_bounds(queue, name):
+                if have + want > bound:
+                    short.append(
+                        f"{name}: requested {quantity.format_quantity(want, name)}, allocated "
+                        f"{quantity.format_quantity(have, name)}, {what}"
+                    )
+                    break
         if short:
             return f'queue resource quota insufficient: queue "{queue}": ' + "; ".join(short)
         return None
+
+    # queues: what the configured plugins read ---------------------------------------------------
+
+    def _spec_amounts(self, queue: str, field_name: str) -> dict[str, Fraction]:
+        """A Queue's ``capability``, ``deserved`` or ``guarantee`` (its ``.resource``), parsed once per pass."""
+        key = (queue, field_name)
+        if key not in self._amounts:
+            self._amounts[key] = self._parse_amounts(queue, field_name)
+        return self._amounts[key]
+
+    def _parse_amounts(self, queue: str, field_name: str) -> dict[str, Fraction]:
+        spec = (self.queues.get(queue) or {}).get("spec") or {}
+        raw = spec.get(field_name) or {}
+        if field_name == "guarantee":
+            raw = raw.get("resource") or {}
+        out = {}
+        for name, value in raw.items():
+            try:
+                out[name] = quantity.parse(value)
+            except quantity.QuantityError:
+                continue
+        return out
+
+    def _real_capability(self, queue: str, name: str) -> tuple[Fraction, str] | None:
+        """min(capability, total - other queues' guarantee) of one resource, or None if unbounded."""
+        capability = self._spec_amounts(queue, "capability").get(name)
+        if self._guaranteed is None:
+            self._guaranteed = {}
+            for other in self.queues:
+                for k, v in self._spec_amounts(other, "guarantee").items():
+                    self._guaranteed[k] = self._guaranteed.get(k, Fraction(0)) + v
+        own = self._spec_amounts(queue, "guarantee").get(name, Fraction(0))
+        reserved = self._guaranteed.get(name, Fraction(0)) - own
+        left = self.total.get(name, Fraction(0)) - reserved if reserved else None
+        raw = ((self.queues.get(queue) or {}).get("spec") or {}).get("capability", {}).get(name)
+        if capability is not None and (left is None or capability <= left):
+            return capability, f"capability {raw}"
+        if left is not None:
+            return left, f"{quantity.format_quantity(left, name)} left by other queues' guarantee"
+        return None
+
+    def _queue_bounds(self, queue: str, name: str) -> list[tuple[Fraction, str]]:
+        bounds = []
+        if "capacity" in self.conf.queue_plugins:
+            real = self._real_capability(queue, name)
+            if real is not None:
+                bounds.append(real)
+        if "proportion" in self.conf.queue_plugins:
+            share = self._proportion_shares().get(queue, {}).get(name)
+            if share is not None:
+                bounds.append(
+                    (share, f"deserved {quantity.format_quantity(share, name)} (proportion: share by queue weight)")
+                )
+        return bounds
+
+    def _deserved(self, queue: str) -> dict[str, Fraction]:
+        """What the queue deserves: capacity reads spec.deserved (capped by its real capability,
+        floored at its guarantee); proportion computes it from the weights."""
+        if "capacity" in self.conf.queue_plugins:
+            out = {}
+            guarantee = self._spec_amounts(queue, "guarantee")
+            for name, amount in self._spec_amounts(queue, "deserved").items():
+                real = self._real_capability(queue, name)
+                capped = min(amount, real[0]) if real is not None else amount
+                out[name] = max(capped, guarantee.get(name, Fraction(0)))
+            return out
+        if "proportion" in self.conf.queue_plugins:
+            return dict(self._proportion_shares().get(queue, {}))
+        return {}
+
+    def _proportion_shares(self) -> dict[str, dict[str, Fraction]]:
+        """Proportion's deserved per queue and resource, computed once per pass.
+
+        Per resource, over the queues with work (running or pending) in it:
+        1. each round, every queue not yet satisfied gets ``remaining * weight / total weight``
+           on top of what it has;
+        2. capped by its demand and by min(capability, total - other queues' guarantee),
+           floored at its own guarantee; a queue that reached its cap is satisfied;
+        3. until nothing remains or nothing changes.
+        """
+        if self._shares is not None:
+            return self._shares
+        demand: dict[str, dict[str, Fraction]] = {q: dict(v) for q, v in self.queue_allocated.items()}
+        for pod in self.ctx.items(PODS):
+            if pod.get("status", {}).get("phase") != "Pending" or pod["spec"].get("nodeName"):
+                continue
+            queue = queue_of(pod, self.podgroups)
+            if queue is None:
+                continue
+            bucket = demand.setdefault(queue, {})
+            for k, v in pod_requests(pod).items():
+                bucket[k] = bucket.get(k, Fraction(0)) + v
+        shares: dict[str, dict[str, Fraction]] = {q: {} for q in demand}
+        for name in sorted({r for d in demand.values() for r in d}):
+            queues = [q for q in sorted(demand) if demand[q].get(name) and q in self.queues]
+            weight = {q: int(((self.queues[q].get("spec") or {}).get("weight")) or 1) for q in queues}
+            cap = {}
+            for q in queues:
+                real = self._real_capability(q, name)
+                cap[q] = min(demand[q][name], real[0] if real is not None else demand[q][name])
+            given = {q: Fraction(0) for q in queues}
+            remaining = self.total.get(name, Fraction(0))
+            met: set[str] = set()
+            while remaining > 0:
+                active = [q for q in queues if q not in met]
+                total_weight = sum(weight[q] for q in active)
+                if not total_weight:
+                    break
+                handed = Fraction(0)
+                for q in active:
+                    new = given[q] + remaining * weight[q] / total_weight
+                    if new >= cap[q]:
+                        new = cap[q]
+                        met.add(q)
+                    new = max(new, self._spec_amounts(q, "guarantee").get(name, Fraction(0)))
+                    handed += new - given[q]
+                    given[q] = new
+                if handed <= 0:
+                    break
+                remaining -= handed
+            for q in queues:
+                shares[q][name] = given[q]
+        self._shares = shares
+        return shares
+
+    # preempt and reclaim ----------------------------------------------------------------------
+
+    def _evict_for_starving(self, gangs: dict[tuple[str, str], list[dict[str, Any]]], action: str) -> None:
+        """Volcano's preempt or reclaim action for each job allocate could not place, in allocate's order."""
+        for what, item in list(self.starving):  # a retry that fails again is not evicted for twice
+            if what == "gang":
+                pods = [self.ctx.get(PODS, item[0], p["metadata"]["name"]) for p in gangs[item]]
+                queue = (self.podgroups[item].get("spec") or {}).get("queue") or "default"
+            else:
+                pods = [self.ctx.get(PODS, item["metadata"]["namespace"], item["metadata"]["name"])]
+                queue = queue_of(item, self.podgroups) or "default"
+            pods = [p for p in pods if p is not None and not p["spec"].get("nodeName")]
+            if not pods or not self._evict_for(pods, queue, action):
+                continue
+            # The victims are gone from the store: recount, then place the job as allocate would.
+            self.queue_allocated = {}
+            self.nodes = self._node_states()
+            self._shares = None
+            self._running = None
+            if what == "gang":
+                self._schedule_gang(item, pods)
+            else:
+                self._schedule_pod(pods[0])
+
+    def _evict_for(self, pods: list[dict[str, Any]], queue: str, action: str) -> bool:
+        """Evict pods so that ``pods`` (one job) fit; True if it evicted any.
+
+        ``reclaim`` takes from other queues above their deserved; ``preempt`` from lower-priority
+        pods of the job's own queue (with the priority plugin).
+
+        1. The job may evict: no pod has preemptionPolicy Never; for reclaim its queue stays
+           within its real capability and, on a resource it asks for, within its deserved; for
+           preempt its queue has room for it (allocate failed on nodes, not on the queue).
+        2. On trial copies of the nodes, each pod is placed where it fits, else on the first
+           node (by name) where evicting eligible victims there, one at a time in victim
+           order, makes it fit.
+        3. All pods placed: evict every chosen victim. Otherwise evict nothing.
+        """
+        if any(self._preemption_policy(p) == "Never" for p in pods):
+            return False
+        if action == "preempt" and not self.conf.plugin("priority"):
+            return False  # no plugin offers victims: Volcano's preempt finds none
+        need: dict[str, Fraction] = {}
+        for pod in pods:
+            for k, v in pod_requests(pod).items():
+                need[k] = need.get(k, Fraction(0)) + v
+        if action == "reclaim" and not self._may_reclaim(queue, need):
+            return False
+        if action == "preempt" and self._queue_problem(queue, need) is not None:
+            return False
+        trial = {name: st.copy() for name, st in self.nodes.items()}
+        allocated = {q: dict(v) for q, v in self.queue_allocated.items()}
+        chosen_all: list[dict[str, Any]] = []
+        taken: set[str] = set()
+        for pod in pods:
+            placement, _ = self._place(pod, trial)
+            if placement is not None:
+                self._take(placement, pod)
+                continue
+            requests, claims = pod_requests(pod), self._pod_claims(pod)
+            for name in sorted(trial):
+                st = trial[name].copy()
+                after = {q: dict(v) for q, v in allocated.items()}
+                chosen: list[dict[str, Any]] = []
+                fit = None
+                for victim in self._victims(name, queue, taken, action, int(pod["spec"].get("priority") or 0)):
+                    victim_queue = queue_of(victim, self.podgroups) or "default"
+                    if action == "reclaim" and not self._reclaimable(victim, victim_queue, after, requests):
+                        continue
+                    self._release(st, victim)
+                    for k, v in pod_requests(victim).items():
+                        after.setdefault(victim_queue, {})[k] = after[victim_queue].get(k, Fraction(0)) - v
+                    chosen.append(victim)
+                    why, fit = self._check(pod, requests, claims, st)
+                    if not why:
+                        break
+                    fit = None
+                if fit is None:
+                    continue
+                trial[name] = st
+                self._take(fit, pod)
+                allocated = after
+                chosen_all += chosen
+                taken.update(v["metadata"]["uid"] for v in chosen)
+                break
+            else:
+                return False
+        for victim in chosen_all:
+            self._evict(victim, action)
+        return bool(chosen_all)
+
+    def _preemption_policy(self, pod: dict[str, Any]) -> str:
+        # Kubernetes' priority admission copies the class's policy onto the pod; read the class
+        # too, as the sandbox's admission copies only the value.
+        name = pod["spec"].get("priorityClassName")
+        pc = self.ctx.get("scheduling.k8s.io/priorityclasses", "", name) if name else None
+        if pc is not None and pc.get("preemptionPolicy"):
+            return pc["preemptionPolicy"]
+        return pod["spec"].get("preemptionPolicy") or "PreemptLowerPriority"
+
+    def _may_reclaim(self, queue: str, need: dict[str, Fraction]) -> bool:
+        """The plugins' PreemptiveFn: may this queue take resources back from others?"""
+        q = self.queues.get(queue)
+        if q is None or (q.get("status") or {}).get("state") in ("Closed", "Closing"):
+            return False
+        allocated = self.queue_allocated.get(queue, {})
+        future = {k: allocated.get(k, Fraction(0)) + v for k, v in need.items() if v}
+        if "capacity" in self.conf.queue_plugins:
+            for name, amount in future.items():
+                real = self._real_capability(queue, name)
+                if real is not None and amount > real[0]:
+                    return False
+            deserved = self._deserved(queue)
+            if not any(deserved.get(name) and amount <= deserved[name] for name, amount in future.items()):
+                return False
+        if "proportion" in self.conf.queue_plugins:
+            deserved = self._deserved(queue)
+            if any(amount > deserved.get(name, Fraction(0)) for name, amount in future.items()):
+                return False
+        return True
+
+    def _victims(self, node: str, queue: str, taken: set[str], action: str, priority: int) -> list[dict[str, Any]]:
+        """Running Volcano pods on ``node`` in victim order (lowest priority first, then newest
+        first): for reclaim those of other, reclaimable queues; for preempt those of the same
+        queue with a lower priority. Never unpreemptable pods, nor system pods (conformance)."""
+        if self._running is None:
+            self._running = {}
+            for pod in self.ctx.items(PODS):
+                if holds_resources(pod) and not pod["metadata"].get("deletionTimestamp"):
+                    self._running.setdefault(pod["spec"]["nodeName"], []).append(pod)
+        out = []
+        for pod in self._running.get(node, []):
+            meta, spec = pod["metadata"], pod["spec"]
+            if meta["uid"] in taken:
+                continue
+            victim_queue = queue_of(pod, self.podgroups)
+            if victim_queue is None:
+                continue
+            if action == "preempt" and (victim_queue != queue or int(spec.get("priority") or 0) >= priority):
+                continue
+            if action == "reclaim" and (
+                victim_queue == queue
+                or ((self.queues.get(victim_queue) or {}).get("spec") or {}).get("reclaimable") is False
+            ):
+                continue
+            marks = {**(meta.get("labels") or {}), **(meta.get("annotations") or {})}
+            if str(marks.get(PREEMPTABLE_KEY, "true")).lower() == "false":
+                continue
+            if self.conf.plugin("conformance") and (
+                meta.get("namespace") == "kube-system" or spec.get("priorityClassName") in SYSTEM_PRIORITY_CLASSES
+            ):
+                continue
+            out.append(pod)
+        out.sort(key=lambda p: p["metadata"]["creationTimestamp"], reverse=True)
+        out.sort(key=lambda p: int(p["spec"].get("priority") or 0))  # stable: newest first within a priority
+        return out
+
+    def _reclaimable(
+        self,
+        victim: dict[str, Any],
+        victim_queue: str,
+        allocated: dict[str, dict[str, Fraction]],
+        reclaimer: dict[str, Fraction],
+    ) -> bool:
+        """The plugins' ReclaimableFn: the victim's queue holds more than it deserves."""
+        held = allocated.get(victim_queue, {})
+        wants = pod_requests(victim)
+        deserved = self._deserved(victim_queue)
+        if "capacity" in self.conf.queue_plugins:
+            guarantee = self._spec_amounts(victim_queue, "guarantee")
+            if any(held.get(k, Fraction(0)) - wants.get(k, Fraction(0)) < g for k, g in guarantee.items()):
+                return False
+            # Only on a resource the reclaimer asks for, the victim frees and deserved names.
+            if not any(
+                name in deserved and reclaimer.get(name) and held.get(name, Fraction(0)) > deserved[name]
+                for name in wants
+                if wants[name]
+            ):
+                return False
+        return "proportion" not in self.conf.queue_plugins or any(
+            held.get(name, Fraction(0)) > amount for name, amount in deserved.items()
+        )
+
+    def _release(self, st: NodeState, pod: dict[str, Any]) -> None:
+        """Give a node state back what ``pod`` holds on it (a trial eviction)."""
+        for k, v in pod_requests(pod).items():
+            st.used[k] = st.used.get(k, Fraction(0)) - v
+        st.pods -= 1
+        ids = set((self.assignments.get(pod["metadata"]["uid"]) or {}).get("devices") or [])
+        world = self.ctx.world
+        for resource in list(st.free):
+            free = {d.id for d in st.free[resource]}
+            st.free[resource] = [
+                d for d in world.by_resource.get((st.name, resource), []) if d.id in free or d.id in ids
+            ]
+        free_dra = {d.id for d in st.free_dra}
+        st.free_dra = [d for d in world.dra_devices.get(st.name, []) if d.id in free_dra or d.id in ids]
+
+    def _evict(self, pod: dict[str, Any], reason: str) -> None:
+        """What Volcano's evictor does: an Evict event, Ready=False/Evict, then delete."""
+        ctx = self.ctx
+        message = f"Pod is evicted, because of {reason}"
+        ctx.event(pod, "Warning", "Evict", message, "volcano")
+        status = dict(pod.get("status") or {})
+        status["conditions"] = _pod_condition(status.get("conditions"), "Ready", "False", "Evict", message, ctx.now_iso)
+        ctx.set_status(PODS, pod, status, "volcano")
+        ctx.delete(PODS, pod["metadata"]["namespace"], pod["metadata"]["name"])
+        # Volcano's Job controller sees PodEvicted (sandbox/controllers/volcano_policies.py).
+        owner = next((r for r in pod["metadata"].get("ownerReferences") or [] if r.get("kind") == "Job"), None)
+        if owner is not None and owner.get("apiVersion", "").startswith("batch.volcano.sh/"):
+            task = (pod["metadata"].get("labels") or {}).get("volcano.sh/task-spec", "")
+            ctx.memo(EVICTED)[pod["metadata"]["uid"]] = {"job": owner.get("uid", ""), "task": task}
 
     # filtering and scoring --------------------------------------------------------------------
 
@@ -330,6 +710,10 @@ class Scheduler:
         for name, amount in requests.items():
             if name in st.free:
                 devices[name] = self._pick_devices(st.free[name], int(amount))
+        if claims and spec.get("schedulerName") == "volcano" and not self.conf.dra:
+            # Volcano's predicates plugin allocates ResourceClaims only when told to; without it
+            # nothing ever allocates the claims and the pod cannot start anywhere.
+            return [_NO_VOLCANO_DRA], None
         planned, problem = self._plan_claims(claims, st)
         if problem:
             return [problem], None

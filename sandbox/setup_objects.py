@@ -37,6 +37,12 @@ def seed(sandbox: Any) -> None:
                 api.create(registry.by_key(key), namespace, obj, manager="sandbox", internal=True)
 
 
-from sandbox import kserve_config  # noqa: E402 - seeders register below the registry
+# Seeders register after SEEDERS exists; each module is one add-on's configuration.
+from sandbox import kueue_config, volcano_config  # noqa: E402
+from sandbox.gpu_operator import exporter_daemonsets  # noqa: E402
+
+SEEDERS.extend((exporter_daemonsets, volcano_config.seed, kueue_config.seed))
+
+from sandbox import kserve_config  # noqa: E402
 
 SEEDERS.append(kserve_config.seed)

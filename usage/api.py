@@ -16,12 +16,12 @@ from django.http import HttpResponse
 from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework.exceptions import ValidationError
+from rest_framework.exceptions import PermissionDenied, ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from jobs.models import State, Workload
-from portal.access import team_for, visible_teams
+from portal.access import is_platform_admin, team_for, visible_teams
 from portal.schema import ErrorSerializer
 from portal.spreadsheets import safe_cell
 from usage import rightsizing, spend
@@ -217,3 +217,33 @@ class RightsizingView(APIView):
         names = {w.pk: f"{w.team.slug}/{w.name}" for w in rows}
         suggestions = rightsizing.for_workloads(rows)
         return Response({"results": [{**s.as_dict(), "name": names[s.workload_id]} for s in suggestions]})
+
+
+class ClusterView(APIView):
+    """GET /api/v1/usage/cluster/?start=&end= — the cluster's GPU cost, per team and cluster idle (platform admins)."""
+
+    @extend_schema(
+        tags=["usage"],
+        parameters=RANGE_PARAMETERS[:2],
+        responses={200: OpenApiTypes.OBJECT, 400: ErrorSerializer, 403: ErrorSerializer},
+        description="The cluster's GPU cost over the range and who it went to. It counts from ``since``: the "
+        "first sample of any GPU node (each node costs from its own first sample), later than ``start`` when "
+        "the cluster was not measured yet; null when no node was ever sampled (then everything is zero).",
+    )
+    def get(self, request):
+        if not is_platform_admin(request.user):
+            raise PermissionDenied("Only platform admins see the cluster's account.")
+        start, end = parse_range(request.query_params)
+        account = spend.cluster_account(spend.day_start(start), spend.day_start(end + timedelta(days=1)))
+        shown = account.shown()
+        return Response(
+            {
+                "start": start.isoformat(),
+                "end": end.isoformat(),
+                "since": account.since.isoformat() if account.since else None,
+                "cost": f"{spend.money(account.cost):.2f}",
+                "teams": {k: f"{v:.2f}" for k, v in shown.items() if k != "cluster idle"},
+                "cluster_idle": f"{shown.get('cluster idle', spend.ZERO):.2f}",
+                "nodes": {host: at.isoformat() for host, at in sorted(account.node_since.items())},
+            }
+        )

@@ -5,6 +5,13 @@ sampled minute's GPU activity (mean over its devices) stayed under the threshold
 (default 5 %), and at least half of those minutes were sampled: missing samples
 (exporter down, sampler stopped) never count as idleness.
 
+GPU activity is measured per physical GPU. In a minute where the notebook shared its GPU
+with other pods (time slicing, ``GpuMinute.sharers`` > 1) that activity may be the
+neighbour's, so such a minute says nothing either way; there the notebook counts as used
+when Kubeflow's notebook controller saw its kernels busy, i.e. its annotation
+``notebooks.kubeflow.org/last-activity`` is within the period. A notebook with shared
+minutes and no readable annotation is never called idle (we do not cull on a guess).
+
 Each check (``usage.check_idle_notebooks``, every minute):
 
 1. Idle and not yet warned → record an ``IdleWarning`` with the stop time (now +
@@ -25,13 +32,15 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Avg
+from django.db.models import Avg, Max
 from django.utils import timezone
+from django.utils.dateparse import parse_datetime
 
 from jobs import lifecycle
 from jobs.models import Kind, State, Workload
@@ -70,15 +79,36 @@ def rule_for(policy: IdlePolicy | None) -> Rule:
     )
 
 
-def is_idle(minutes: dict[datetime, float], rule: Rule, since: datetime, now: datetime) -> bool:
-    """Every sampled minute in [since, now) under the threshold, and enough of them sampled. Pure."""
+def is_idle(
+    minutes: Mapping[datetime, float | None],
+    rule: Rule,
+    since: datetime,
+    now: datetime,
+    last_activity: datetime | None = None,
+) -> bool:
+    """Every sampled minute in [since, now) under the threshold, and enough of them sampled. Pure.
+
+    A minute's value is ``None`` when the GPU was shared: then the notebook's own
+    ``last_activity`` (from Kubeflow's annotation) must be before ``since``.
+    """
     window = [a for m, a in minutes.items() if since <= m < now]
     expected = max(int((now - since) / timedelta(minutes=1)), 1)
-    return len(window) >= MIN_COVERAGE * expected and all(a < rule.threshold for a in window)
+    if len(window) < MIN_COVERAGE * expected:
+        return False
+    if any(a is not None and a >= rule.threshold for a in window):
+        return False
+    if any(a is None for a in window):
+        return last_activity is not None and last_activity < since
+    return True
 
 
-def woke_up(minutes: dict[datetime, float], rule: Rule, since: datetime) -> bool:
-    return any(a >= rule.threshold for m, a in minutes.items() if m >= since)
+def woke_up(
+    minutes: Mapping[datetime, float | None], rule: Rule, since: datetime, last_activity: datetime | None = None
+) -> bool:
+    later = [a for m, a in minutes.items() if m >= since]
+    if any(a is not None and a >= rule.threshold for a in later):
+        return True
+    return any(a is None for a in later) and last_activity is not None and last_activity >= since
 
 
 @dataclass
@@ -92,7 +122,37 @@ def _fmt(at: datetime) -> str:
     return timezone.localtime(at).strftime("%Y-%m-%d %H:%M %Z")
 
 
-def check(now: datetime | None = None) -> IdleReport:
+LAST_ACTIVITY_ANNOTATION = "notebooks.kubeflow.org/last-activity"
+
+LastActivity = Callable[[Iterable[Workload]], dict[int, datetime]]
+
+
+def last_activity_from_cluster(notebooks: Iterable[Workload]) -> dict[int, datetime]:
+    """Workload id → the Notebook's ``last-activity`` annotation, from one label-selected list.
+
+    A cluster that cannot be read gives no times (those notebooks are then not idle).
+    """
+    from jobs.kube.client import Cluster
+    from jobs.kube.labels import WORKLOAD_ID_LABEL, managed_selector
+
+    wanted = {w.pk for w in notebooks}
+    try:
+        with Cluster.from_settings() as cluster:
+            items = list(cluster.list("kubeflow.org/v1", "Notebook", label_selector=managed_selector()))
+    except Exception:
+        log.warning("idle check: could not list notebooks for their last-activity annotation", exc_info=True)
+        return {}
+    out = {}
+    for nb in items:
+        meta = nb.get("metadata") or {}
+        raw_id = (meta.get("labels") or {}).get(WORKLOAD_ID_LABEL, "")
+        when = parse_datetime((meta.get("annotations") or {}).get(LAST_ACTIVITY_ANNOTATION) or "")
+        if raw_id.isdigit() and int(raw_id) in wanted and when is not None and when.tzinfo is not None:
+            out[int(raw_id)] = when
+    return out
+
+
+def check(now: datetime | None = None, last_activity: LastActivity = last_activity_from_cluster) -> IdleReport:
     now = now or timezone.now()
     report = IdleReport()
     notebooks = list(
@@ -108,31 +168,38 @@ def check(now: datetime | None = None) -> IdleReport:
     warnings = {w.workload_id: w for w in IdleWarning.objects.filter(workload__in=[w.pk for w in notebooks])}
     rules = {w.pk: rule_for(policies.get(w.team_id)) for w in notebooks}
     longest = max(r.idle + r.grace for r in rules.values())
-    activity: dict[int, dict[datetime, float]] = defaultdict(dict)
-    for wid, minute, avg in (
+    activity: dict[int, dict[datetime, float | None]] = defaultdict(dict)
+    for wid, minute, avg, sharers in (
         GpuMinute.objects.filter(workload__in=[w.pk for w in notebooks], minute__gte=now - longest, minute__lt=now)
         .values("workload_id", "minute")
-        .annotate(a=Avg("activity"))
-        .values_list("workload_id", "minute", "a")
+        .annotate(a=Avg("activity"), s=Max("sharers"))
+        .values_list("workload_id", "minute", "a", "s")
     ):
-        activity[wid][minute] = avg
+        activity[wid][minute] = None if sharers > 1 else avg
+    shared = [w for w in notebooks if any(a is None for a in activity.get(w.pk, {}).values())]
+    last_seen = last_activity(shared) if shared else {}
     for workload in notebooks:
         rule = rules[workload.pk]
         minutes = activity.get(workload.pk, {})
+        seen = last_seen.get(workload.pk)
         warning = warnings.get(workload.pk)
         if not rule.enabled:
             if warning:
                 warning.delete()
             continue
         if warning is not None:
-            if woke_up(minutes, rule, warning.warned_at.replace(second=0, microsecond=0)):
+            if woke_up(minutes, rule, warning.warned_at.replace(second=0, microsecond=0), seen):
                 _reset(workload, warning)
                 report.reset.append(workload.pk)
-            elif now >= warning.stop_at and is_idle(minutes, rule, warning.warned_at, now) and _stop(workload, rule):
+            elif (
+                now >= warning.stop_at
+                and is_idle(minutes, rule, warning.warned_at, now, seen)
+                and _stop(workload, rule)
+            ):
                 report.stopped.append(workload.pk)
             continue
         running_since = workload.started_at or now
-        if now - running_since >= rule.idle and is_idle(minutes, rule, now - rule.idle, now):
+        if now - running_since >= rule.idle and is_idle(minutes, rule, now - rule.idle, now, seen):
             _warn(workload, rule, now)
             report.warned.append(workload.pk)
     return report

@@ -9,7 +9,9 @@ Rollups, from fine to coarse (``usage.telemetry`` writes all of them in one
 transaction per tick; ``usage.retention`` prunes them):
 
 - ``GpuMinute``: one row per device series per minute (a GPU, a MIG instance, or one
-  pod's share of a time-sliced GPU), attributed to a workload or unattributed.
+  pod's share of a time-sliced GPU), attributed to a workload or unattributed. Activity
+  is measured per GPU, so on a GPU shared by ``sharers`` pods each is attributed
+  ``activity / sharers``.
 - ``WorkloadDay``: per workload per day; kept forever (right-sizing, chargeback).
 - ``TeamUsage``: per team (or unattributed) and GPU class, per hour and per day.
 - ``DeviceReading``: the latest reading of every device, replaced each tick.
@@ -54,6 +56,11 @@ class GpuMinute(models.Model):
     fb_total_mib = models.PositiveIntegerField(default=0)
     power_w = models.FloatField(default=0.0, help_text="Mean power draw of the device.")
     samples = models.PositiveIntegerField(default=1)
+    sharers = models.PositiveSmallIntegerField(
+        default=1,
+        help_text="Pods seen on this physical GPU in this minute (time slicing). With more than one, "
+        "activity is the whole GPU's, so it is split equally between them and says nothing about one pod.",
+    )
 
     class Meta:
         constraints = [
@@ -152,6 +159,22 @@ class DeviceReading(models.Model):
         return f"{self.device} {self.pod or 'free'}"
 
 
+class NodeSeen(models.Model):
+    """When the sampler first saw a GPU node: the cluster's cost of that node starts there.
+
+    Before a node's first sample nothing says it existed (a cluster profile describes
+    pools, not when their nodes came up), so charging it to "cluster idle" from the start
+    of a report period invents cost: a 15-minute-old cluster showed weeks of idle GPUs.
+    """
+
+    hostname = models.CharField(max_length=253, unique=True)
+    gpu_class = models.CharField(max_length=60, help_text="The class of its first sampled device.")
+    first_sample_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"{self.hostname} since {self.first_sample_at:%Y-%m-%d %H:%M}"
+
+
 class BudgetPolicy(models.TextChoices):
     NOTIFY = "notify", "Notify only"
     APPROVAL = "approval", "Burst requests need approval at 100 %"
@@ -231,6 +254,12 @@ class WorkloadRun(models.Model):
     workload = models.ForeignKey(Workload, on_delete=models.CASCADE, related_name="usage_runs")
     started_at = models.DateTimeField()
     finished_at = models.DateTimeField(null=True, blank=True)
+    # Queue wait, both on the portal's clock: when this run was asked for (the request, or
+    # the start of a stopped notebook) and when the portal saw it running. ``started_at``
+    # is the pods' start time on the cluster's clock, so ``started_at - created_at`` mixes
+    # two clocks (and an old pod's time) and can go negative.
+    requested_at = models.DateTimeField(null=True, blank=True)
+    running_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["workload", "started_at"], name="one_run_per_start")]

@@ -20,17 +20,19 @@ from __future__ import annotations
 
 import hmac
 import logging
+from datetime import timedelta
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import Count, DurationField, ExpressionWrapper, F, Max, Min, Sum
+from django.db.models import Count, DurationField, ExpressionWrapper, F, Max, Min, Sum, Value
+from django.db.models.functions import Greatest
 from django.http import HttpResponse
 from django.utils import timezone
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, SummaryMetricFamily
 
 from jobs.models import State, Workload
-from usage.models import DeviceReading, PortalCounter
+from usage.models import DeviceReading, PortalCounter, WorkloadRun
 
 log = logging.getLogger(__name__)
 RECONCILE = "reconcile_seconds"
@@ -86,11 +88,18 @@ class PortalCollector:
             decisions.add_metric([admission or "pending_approval"], n)
         yield decisions
 
-        wait = ExpressionWrapper(F("started_at") - F("created_at"), output_field=DurationField())
-        agg = Workload.objects.filter(started_at__isnull=False).aggregate(n=Count("id"), total=Sum(wait))
+        # Both ends on the portal's clock (see WorkloadRun); never below zero, so the sum of
+        # a summary can only grow.
+        wait = Greatest(
+            ExpressionWrapper(F("running_at") - F("requested_at"), output_field=DurationField()),
+            Value(timedelta(0), output_field=DurationField()),
+        )
+        agg = WorkloadRun.objects.filter(running_at__isnull=False, requested_at__isnull=False).aggregate(
+            n=Count("id"), total=Sum(wait)
+        )
         yield SummaryMetricFamily(
             "gpu_portal_queue_wait_seconds",
-            "Time from request to running, over workloads that ran.",
+            "Time from request (or restart) to running, over runs that started.",
             count_value=agg["n"] or 0,
             sum_value=agg["total"].total_seconds() if agg["total"] else 0.0,
         )

@@ -25,12 +25,34 @@ def record_run(sender, instance: WorkloadEvent, created: bool, **kwargs) -> None
     workload = instance.workload
     if workload.started_at is None:
         return
-    if instance.to_state == State.RUNNING or instance.to_state in ENDED:
-        WorkloadRun.objects.update_or_create(
-            workload=workload,
-            started_at=workload.started_at,
-            defaults={"finished_at": workload.finished_at if instance.to_state in ENDED else None},
+    if instance.to_state == State.RUNNING:
+        run, _ = WorkloadRun.objects.update_or_create(
+            workload=workload, started_at=workload.started_at, defaults={"finished_at": None}
         )
+        # The first time the portal saw this run running is its end of the queue.
+        WorkloadRun.objects.filter(pk=run.pk, running_at__isnull=True).update(
+            requested_at=requested_at(instance), running_at=instance.at
+        )
+    elif instance.to_state in ENDED:
+        WorkloadRun.objects.update_or_create(
+            workload=workload, started_at=workload.started_at, defaults={"finished_at": workload.finished_at}
+        )
+
+
+WAITING = (State.PENDING_APPROVAL, State.QUEUED, State.SUBMITTED)
+
+
+def requested_at(running: WorkloadEvent):
+    """When the run that ``running`` starts was asked for: the latest timeline event before it
+    that began a wait (the request itself, or a stopped notebook's start), else the creation."""
+    began = (
+        WorkloadEvent.objects.filter(workload=running.workload_id, to_state__in=WAITING, pk__lt=running.pk)
+        .exclude(from_state__in=WAITING)
+        .order_by("-at", "-pk")
+        .values_list("at", flat=True)
+        .first()
+    )
+    return began or running.workload.created_at
 
 
 # --- the portal's own metrics, from Celery's signals --------------------------------------------

@@ -20,11 +20,15 @@ Rules (every report, page and export follows them):
   for that day); **idle cost** = allocated − used. A day with no samples counts as
   used: we do not call a team idle when we did not measure (sampler down, CPU work).
 - **Every cent of the cluster's GPU cost is attributed**: cluster cost per hour = Σ
-  over GPU node pools of GPUs × pool price (the cluster profile). Teams are charged
-  what their workloads were allocated on GPU offerings; the remainder is **cluster
-  idle**. It can be negative for a pool only where an admin priced an offering above
-  its share of the pool price, or where two runs touched the same minute of a device
-  (handover minutes are charged to both).
+  over GPU nodes of the node's GPUs × its pool's price (the cluster profile). Teams are
+  charged what their workloads were allocated on GPU offerings; the remainder is
+  **cluster idle**. It can be negative for a pool only where an admin priced an
+  offering above its share of the pool price, or where two runs touched the same
+  minute of a device (handover minutes are charged to both).
+- **The cluster's cost starts with its data**: a node costs from the minute of its
+  first sample (``NodeSeen``), and the account (teams included) starts at the first
+  sample of any node, so a report never charges idle GPUs for days before the cluster
+  was measured. Pages say "since <time>" when that is later than the period's start.
 - Runs: a workload's current run is (``started_at``, ``finished_at``); earlier runs of
   a notebook that was stopped and started again are kept in ``WorkloadRun``.
 """
@@ -42,12 +46,13 @@ from functools import lru_cache
 from pathlib import Path
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.db.models import Q, Sum
 from django.utils import timezone
 
-from jobs.models import Workload
+from jobs.models import Kind, Workload
 from portal.cluster_profile import load_profile
-from usage.models import WorkloadDay, WorkloadRun
+from usage.models import NodeSeen, WorkloadDay, WorkloadRun
 
 MINUTE = timedelta(minutes=1)
 DAY = timedelta(days=1)
@@ -146,6 +151,36 @@ def estimate(offering, units: int, max_runtime_seconds: int | None) -> Estimate:
 # --- lines: one workload, one day -----------------------------------------------------------------
 
 
+# Exact integer forms of money, so a report sums ints and makes Decimals once per total:
+# allocated in 10⁻⁴ price-minutes (prices have four decimal places), used in 10⁻⁶
+# (it is quantized to six places). Shares of a GPU are kept per denominator.
+ALLOC_PLACES, USED_PLACES = 4, 6
+_USED_STEP = 10**ALLOC_PLACES  # (10⁻⁴ allocated × 10⁻⁶ activity = 10⁻¹⁰) → 10⁻⁶
+
+
+@lru_cache(maxsize=256)
+def _scaled(value: Decimal, places: int) -> int | None:
+    """``value`` × 10^places as an int, or None when it has more decimal places than that."""
+    scaled = value.scaleb(places)
+    return int(scaled) if scaled == scaled.to_integral_value() else None
+
+
+def _activity_millionths(activity: float) -> int | None:
+    """``Decimal(str(round(activity, 6)))`` × 10⁶ as an int, without the Decimal.
+
+    round(a, 6) is the double nearest to n/10⁶, so times 10⁶ it is within far less than
+    ½ of n for any activity this side of a million; beyond that, or negative, None."""
+    if not 0 <= activity < 1e6:
+        return None
+    return round(round(activity, 6) * 1_000_000)
+
+
+def _half_even(numerator: int, step: int) -> int:
+    """numerator / step rounded half to even (Decimal.quantize's default), for numerator ≥ 0."""
+    q, r = divmod(numerator, step)
+    return q + 1 if 2 * r > step or (2 * r == step and q % 2) else q
+
+
 @dataclass
 class Line:
     workload_id: int
@@ -166,13 +201,30 @@ class Line:
     price: Decimal
     activity: float | None  # measured mean activity that day, None when not measured
 
+    def __post_init__(self) -> None:
+        # Integer forms (None: a price with more than four decimals, kept in Decimal).
+        price = _scaled(Decimal(self.price), ALLOC_PLACES)
+        self.alloc_units = None if price is None else price * self.units * self.minutes
+        self.used_units = None
+        if self.alloc_units is not None:
+            if self.activity is None or not self.is_gpu:
+                self.used_units = self.alloc_units * 10 ** (USED_PLACES - ALLOC_PLACES)
+            else:
+                act = _activity_millionths(self.activity)
+                if act is not None:
+                    self.used_units = _half_even(self.alloc_units * act, _USED_STEP)
+
     @property
     def allocated(self) -> Decimal:
         """Price-minutes."""
+        if self.alloc_units is not None:
+            return Decimal(self.alloc_units).scaleb(-ALLOC_PLACES)
         return self.price * self.units * self.minutes
 
     @property
     def used(self) -> Decimal:
+        if self.used_units is not None:
+            return Decimal(self.used_units).scaleb(-USED_PLACES)
         if self.activity is None or not self.is_gpu:
             return self.allocated
         return (self.allocated * Decimal(str(round(self.activity, 6)))).quantize(Decimal("0.000001"))
@@ -186,25 +238,34 @@ class Line:
         return self.share * self.units * self.minutes / 60 if self.is_gpu else Fraction(0)
 
 
-def _runs(workloads: list[Workload], now: datetime) -> dict[int, list[tuple[datetime, datetime]]]:
-    """Each workload's charged intervals: earlier runs from WorkloadRun, the current one from the row."""
+def _runs(workloads: Iterable[tuple[int, datetime | None, datetime | None]], now: datetime):
+    """(id, started_at, finished_at) of workloads → each one's charged intervals: earlier runs
+    from WorkloadRun, the current one from the row."""
+    workloads = list(workloads)
     earlier: dict[int, dict[datetime, datetime | None]] = defaultdict(dict)
-    for wid, started, finished in WorkloadRun.objects.filter(workload__in=[w.pk for w in workloads]).values_list(
+    for wid, started, finished in WorkloadRun.objects.filter(workload__in=[w[0] for w in workloads]).values_list(
         "workload_id", "started_at", "finished_at"
     ):
         earlier[wid][started] = finished
     runs = {}
-    for w in workloads:
-        spans = dict(earlier.get(w.pk, {}))
-        if w.started_at is not None:
-            spans[w.started_at] = w.finished_at
+    for pk, current_start, current_end in workloads:
+        spans = dict(earlier.get(pk, {}))
+        if current_start is not None:
+            spans[current_start] = current_end
         intervals = []
         for started, finished in sorted(spans.items()):
-            if finished is None and w.started_at != started:
+            if finished is None and current_start != started:
                 continue  # an earlier run whose end was never recorded: charge nothing rather than forever
             intervals.append(held_interval(started, finished, now))
-        runs[w.pk] = intervals
+        runs[pk] = intervals
     return runs
+
+
+def _between(start: datetime, end: datetime, workloads=None):
+    qs = Workload.objects.all() if workloads is None else workloads
+    overlaps = Q(finished_at__isnull=True) | Q(finished_at__gte=start - MINUTE)
+    earlier = WorkloadRun.objects.filter(overlaps, started_at__lt=end).values("workload_id")
+    return qs.filter((Q(started_at__lt=end) & overlaps) | Q(pk__in=earlier))
 
 
 def workloads_between(start: datetime, end: datetime, workloads=None):
@@ -213,14 +274,7 @@ def workloads_between(start: datetime, end: datetime, workloads=None):
     The workload's own run, or an earlier one from ``WorkloadRun`` (a subquery, not a
     join, so no DISTINCT over every column). Fields no cost needs are deferred.
     """
-    qs = Workload.objects.all() if workloads is None else workloads
-    overlaps = Q(finished_at__isnull=True) | Q(finished_at__gte=start - MINUTE)
-    earlier = WorkloadRun.objects.filter(overlaps, started_at__lt=end).values("workload_id")
-    return (
-        qs.filter((Q(started_at__lt=end) & overlaps) | Q(pk__in=earlier))
-        .select_related("team", "created_by", "offering")
-        .defer(*HEAVY_FIELDS)
-    )
+    return _between(start, end, workloads).select_related("team", "created_by", "offering").defer(*HEAVY_FIELDS)
 
 
 HEAVY_FIELDS = (
@@ -239,27 +293,79 @@ HEAVY_FIELDS = (
 )
 
 
+def _line_fields() -> tuple[str, ...]:
+    return (
+        "pk",
+        "name",
+        "team_id",
+        "team__slug",
+        "created_by_id",
+        f"created_by__{get_user_model().USERNAME_FIELD}",
+        "offering_id",
+        "offering__slug",
+        "offering__share_numerator",
+        "offering__share_denominator",
+        "offering__gpu_model",
+        "offering__mig_profile",
+        "offering__pool",
+        "offering__kind",
+        "offering__price_per_hour",
+        "kind",
+        "gpus_per_replica",
+        "replicas",
+        "max_replicas",
+        "started_at",
+        "finished_at",
+    )
+
+
 def lines(start: datetime, end: datetime, workloads=None, now: datetime | None = None) -> list[Line]:
-    """Per workload per day cost lines for [start, end) (minute-aligned). Three queries."""
+    """Per workload per day cost lines for [start, end) (minute-aligned). Three queries.
+
+    Workloads are read as plain tuples, not model instances: a 90-day report of a few
+    thousand workloads spent most of its time building models it read five fields of.
+    """
     now = now or timezone.now()
     end = min(end, ceil_minute(now))
     if end <= start:
         return []
-    rows = list(workloads_between(start, end, workloads))
-    runs = _runs(rows, now)
+    rows = list(_between(start, end, workloads).values_list(*_line_fields()))
+    runs = _runs(((r[0], r[19], r[20]) for r in rows), now)
     activity = {
         (wid, day): (act / n if n else None)
         for wid, day, act, n in WorkloadDay.objects.filter(
-            workload__in=[w.pk for w in rows], day__gte=start.date(), day__lt=(end + DAY).date()
+            workload__in=[r[0] for r in rows], day__gte=start.date(), day__lt=(end + DAY).date()
         ).values_list("workload_id", "day", "activity_minutes", "device_minutes")
     }
     out: list[Line] = []
-    for w in rows:
-        offering = w.offering
-        share = Fraction(offering.share_numerator, offering.share_denominator or 1)
-        gpu_class = f"{offering.gpu_model}/{offering.mig_profile}" if offering.mig_profile else offering.gpu_model
+    for (
+        pk,
+        name,
+        team_id,
+        team_slug,
+        user_id,
+        username,
+        offering_id,
+        offering_slug,
+        share_num,
+        share_den,
+        gpu_model,
+        mig_profile,
+        pool,
+        offering_kind,
+        price,
+        kind,
+        per_replica,
+        replicas,
+        max_replicas,
+        _,
+        _,
+    ) in rows:
+        share = Fraction(share_num, share_den or 1)
+        gpu_class = f"{gpu_model}/{mig_profile}" if mig_profile else gpu_model
+        units = per_replica * (max_replicas if kind == Kind.ENDPOINT else replicas)
         per_day: dict[date, int] = defaultdict(int)
-        for interval in runs[w.pk]:
+        for interval in runs[pk]:
             lo, hi = max(interval[0], start), min(interval[1], end)
             d = lo.date()
             while lo < hi:
@@ -271,23 +377,23 @@ def lines(start: datetime, end: datetime, workloads=None, now: datetime | None =
                 continue
             out.append(
                 Line(
-                    workload_id=w.pk,
-                    workload_name=w.name,
-                    team_id=w.team_id,
-                    team_slug=w.team.slug,
-                    user_id=w.created_by_id,
-                    username=w.created_by.get_username(),
-                    offering_id=offering.pk,
-                    offering_slug=offering.slug,
+                    workload_id=pk,
+                    workload_name=name,
+                    team_id=team_id,
+                    team_slug=team_slug,
+                    user_id=user_id,
+                    username=username,
+                    offering_id=offering_id,
+                    offering_slug=offering_slug,
                     gpu_class=gpu_class or "cpu",
-                    pool=offering.pool,
-                    is_gpu=offering.kind != "cpu",
+                    pool=pool,
+                    is_gpu=offering_kind != "cpu",
                     day=d,
-                    units=w.gpu_units,
+                    units=units,
                     share=share,
                     minutes=minutes,
-                    price=Decimal(offering.price_per_hour),
-                    activity=activity.get((w.pk, d)),
+                    price=Decimal(price),
+                    activity=activity.get((pk, d)),
                 )
             )
     return out
@@ -296,15 +402,28 @@ def lines(start: datetime, end: datetime, workloads=None, now: datetime | None =
 # --- totals --------------------------------------------------------------------------------------
 
 
-@dataclass
 class Total:
-    key: object
-    label: str
-    allocated: Decimal = ZERO  # price-minutes
-    used: Decimal = ZERO
-    minutes: int = 0
-    gpu_hours: Fraction = Fraction(0)
-    workloads: set = field(default_factory=set)
+    """Lines added up: ints while adding, a Decimal (or Fraction) once when read."""
+
+    def __init__(self, key: object, label: str) -> None:
+        self.key, self.label = key, label
+        self.minutes = 0
+        self.workloads: set = set()
+        self._alloc_units = self._used_units = 0
+        self._alloc_rest = self._used_rest = ZERO  # lines whose price has more than four decimals
+        self._share_minutes: dict[int, int] = defaultdict(int)  # share denominator → numerator × minutes
+
+    @property
+    def allocated(self) -> Decimal:  # price-minutes
+        return Decimal(self._alloc_units).scaleb(-ALLOC_PLACES) + self._alloc_rest
+
+    @property
+    def used(self) -> Decimal:
+        return Decimal(self._used_units).scaleb(-USED_PLACES) + self._used_rest
+
+    @property
+    def gpu_hours(self) -> Fraction:
+        return sum((Fraction(n, d * 60) for d, n in self._share_minutes.items()), Fraction(0))
 
     @property
     def idle(self) -> Decimal:
@@ -312,13 +431,21 @@ class Total:
 
     @property
     def activity(self) -> float | None:
-        return float(self.used / self.allocated) if self.allocated else None
+        allocated = self.allocated
+        return float(self.used / allocated) if allocated else None
 
     def add(self, line: Line) -> None:
-        self.allocated += line.allocated
-        self.used += line.used
+        if line.alloc_units is not None:
+            self._alloc_units += line.alloc_units
+        else:
+            self._alloc_rest += line.allocated
+        if line.used_units is not None:
+            self._used_units += line.used_units
+        else:
+            self._used_rest += line.used
         self.minutes += line.minutes
-        self.gpu_hours += line.gpu_hours
+        if line.is_gpu:
+            self._share_minutes[line.share.denominator] += line.share.numerator * line.units * line.minutes
         self.workloads.add(line.workload_id)
 
 
@@ -335,8 +462,13 @@ def group(all_lines: Iterable[Line], by: str) -> list[Total]:
     totals: dict = {}
     for ln in all_lines:
         key, label = GROUPS[by](ln)
-        totals.setdefault(key, Total(key, label)).add(ln)
-    return sorted(totals.values(), key=lambda t: (t.label if by == "day" else -t.allocated, str(t.key)))
+        total = totals.get(key)
+        if total is None:
+            total = totals[key] = Total(key, label)
+        total.add(ln)
+    if by == "day":
+        return sorted(totals.values(), key=lambda t: (t.label, str(t.key)))
+    return sorted(totals.values(), key=lambda t: (-t.allocated, str(t.key)))
 
 
 def workload_cost(workload: Workload, now: datetime | None = None) -> Total:
@@ -375,9 +507,60 @@ def gpu_pools(profile_path: str | Path | None = None) -> tuple[tuple[str, str, i
     return _pools(str(path), path.stat().st_mtime)
 
 
+@dataclass(frozen=True)
+class PoolSpec:
+    name: str
+    model: str  # GPU model key
+    nodes: int
+    gpus_per_node: int
+    price: Decimal  # per GPU-hour
+    mig_profiles: tuple[str, ...]
+
+
+@lru_cache(maxsize=4)
+def _specs(path: str, mtime: float) -> tuple[PoolSpec, ...]:
+    profile = load_profile(path)
+    return tuple(
+        PoolSpec(p.name, p.gpu_model.key, p.nodes, p.gpus_per_node, p.gpu_price_per_hour, tuple(p.mig_layout))
+        for p in profile.pools.values()
+        if p.has_gpus
+    )
+
+
+def pool_specs(profile_path: str | Path | None = None) -> tuple[PoolSpec, ...]:
+    path = Path(profile_path or settings.CLUSTER_PROFILE)
+    return _specs(str(path), path.stat().st_mtime)
+
+
+def pool_of_node(hostname: str, gpu_class: str, specs: Iterable[PoolSpec], taken: Mapping[str, int]):
+    """The GPU pool a sampled node belongs to, or None. Pure.
+
+    1. A pool whose name appears in the node name as whole dash-separated words (node
+       pools usually name their nodes after themselves: ``h100-dra-0``, ``gke-x-h100-pool-ab12``);
+       the longest such name wins.
+    2. Otherwise the pools of the node's GPU model (and MIG profile): the first, in profile
+       order, that has fewer nodes seen (``taken``) than it declares; else the first of them.
+    """
+    specs = list(specs)
+    padded = f"-{hostname}-"
+    named = [p for p in specs if f"-{p.name}-" in padded]
+    if named:
+        return max(named, key=lambda p: len(p.name))
+    model, _, profile = gpu_class.partition("/")
+    fits = [p for p in specs if p.model == model and (profile in p.mig_profiles if profile else not p.mig_profiles)]
+    for p in fits:
+        if taken.get(p.name, 0) < p.nodes:
+            return p
+    return fits[0] if fits else None
+
+
 @dataclass
 class ClusterAccount:
-    """The cluster's GPU cost over [start, end) and who it is attributed to (price-minutes)."""
+    """The cluster's GPU cost over [start, end) and who it is attributed to (price-minutes).
+
+    ``since`` is when the account really starts: the first sample of any node, when later
+    than ``start``; None when no node was ever sampled (then nothing is counted).
+    """
 
     start: datetime
     end: datetime
@@ -385,6 +568,12 @@ class ClusterAccount:
     by_team: dict[int, Decimal]
     by_pool: dict[str, tuple[Decimal, Decimal]]  # pool → (cost, allocated)
     team_slugs: dict[int, str]
+    since: datetime | None = None
+    node_since: dict[str, datetime] = field(default_factory=dict)  # node → first sampled minute
+
+    @property
+    def starts_late(self) -> bool:
+        return self.since is None or self.since > self.start
 
     @property
     def allocated(self) -> Decimal:
@@ -404,20 +593,39 @@ class ClusterAccount:
 
 
 def cluster_account(start: datetime, end: datetime, now: datetime | None = None, profile_path=None) -> ClusterAccount:
+    """The account of [start, end): each sampled node's cost from its first sample, and what
+    teams were allocated from the first sample of any node (see the rules at the top)."""
     now = now or timezone.now()
     end = min(end, ceil_minute(now))
-    minutes = max(int((end - start) / MINUTE), 0)
-    by_pool = {name: (Decimal(gpus) * price * minutes, ZERO) for name, _, gpus, price in gpu_pools(profile_path)}
+    specs = pool_specs(profile_path)
+    by_pool = {p.name: (ZERO, ZERO) for p in specs}
+    taken: dict[str, int] = defaultdict(int)
+    node_since: dict[str, datetime] = {}
+    # Every node ever seen, oldest first, so a node's pool does not depend on the period.
+    for hostname, gpu_class, first in NodeSeen.objects.order_by("first_sample_at", "hostname").values_list(
+        "hostname", "gpu_class", "first_sample_at"
+    ):
+        spec = pool_of_node(hostname, gpu_class, specs, taken)
+        if spec is None:
+            continue
+        taken[spec.name] += 1
+        node_start = max(start, floor_minute(first))
+        node_since[hostname] = floor_minute(first)
+        minutes = max(int((end - node_start) / MINUTE), 0)
+        cost, allocated = by_pool[spec.name]
+        by_pool[spec.name] = (cost + Decimal(spec.gpus_per_node) * spec.price * minutes, allocated)
+    since = max(start, min(node_since.values())) if node_since else None
     by_team: dict[int, Decimal] = defaultdict(lambda: ZERO)
     slugs = {}
-    for ln in lines(start, end, None, now):
+    for ln in lines(since, end, None, now) if since is not None else ():
         if not ln.is_gpu:
             continue
         by_team[ln.team_id] += ln.allocated
         slugs[ln.team_id] = ln.team_slug
         cost, allocated = by_pool.get(ln.pool, (ZERO, ZERO))
         by_pool[ln.pool] = (cost, allocated + ln.allocated)
-    return ClusterAccount(start, end, sum((c for c, _ in by_pool.values()), ZERO), dict(by_team), by_pool, slugs)
+    cost = sum((c for c, _ in by_pool.values()), ZERO)
+    return ClusterAccount(start, end, cost, dict(by_team), by_pool, slugs, since, node_since)
 
 
 def measured_activity(workload_ids: Iterable[int], start: date, end: date) -> dict[int, float]:

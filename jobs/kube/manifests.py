@@ -296,8 +296,11 @@ def team_objects(
     ClusterQueue and LocalQueue, and the ResourceFlavors they name).
 
     1. The Namespace, enforcing the restricted Pod Security Standard.
-    2. The Volcano Queue: deserved and guarantee = guaranteed, capability = limit;
-       reclaimable, so others may borrow what the team leaves idle and give it back.
+    2. The Volcano Queue, in the fields Volcano's ``capacity`` plugin reads (the scheduler
+       configuration the portal needs, ``portal.scheduler_config``): deserved = guaranteed,
+       capability = limit; reclaimable, so others may borrow what the team leaves idle and
+       the ``reclaim`` action gives it back. No ``guarantee``: capacity would keep it idle
+       for the team, out of every other queue's reach; no ``weight``: only proportion reads it.
     3. ResourceQuota ``gpu-quota``: a hard stop at the limit for every pod, whatever its
        scheduler. Extended resources can only be quota'd as ``requests.<name>``.
     4. ResourceQuota ``gpu-quota-guaranteed``: pods of the guaranteed priority class stay
@@ -330,11 +333,9 @@ def team_objects(
         "kind": "Queue",
         "metadata": {"name": team.queue_name, "labels": dict(labels)},
         "spec": {
-            "weight": 1,
             "reclaimable": True,
             "capability": {r: format_quantity(limits[r], r) for r in queue_resources},
             "deserved": {r: format_quantity(guaranteed[r], r) for r in queue_resources},
-            "guarantee": {"resource": {r: format_quantity(guaranteed[r], r) for r in queue_resources}},
         },
     }
     if isinstance(quota, TeamQuota) and quota.queueing == "kueue":

@@ -3,6 +3,7 @@
     housekeeping (GC, namespaces, service accounts, PVCs, event expiry)
     -> Kueue (profiles with ``queueing: kueue``: Workloads, admission, resume and ungate)
     -> workload controllers (Notebook, StatefulSet, TrainJob, JobSet, Volcano Job, InferenceService) create pods
+       (Volcano Job policies first: a gang that lost a pod to eviction restarts)
     -> ResourceClaim controller (claims from templates)
     -> scheduler (bind pods, assign devices)
     -> kubelet (start and finish pods)
@@ -28,6 +29,7 @@ from sandbox.controllers import (
     statefulsets,
     trainjobs,
     volcano,
+    volcano_policies,
 )
 from sandbox.controllers.base import Ctx
 from sandbox.scheduler import Scheduler
@@ -44,6 +46,7 @@ STEPS: tuple[tuple[str, Callable[[Ctx], None]], ...] = (
     ("statefulsets", statefulsets.reconcile),
     ("trainjobs", trainjobs.reconcile),
     ("jobsets", jobsets.reconcile),
+    ("volcano-job-policies", volcano_policies.reconcile),
     ("volcano-jobs", volcano.reconcile_jobs),
     ("inference", inference.reconcile),
     ("resource-claims", kubelet.reconcile_claims),

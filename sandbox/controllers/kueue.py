@@ -1,11 +1,12 @@
 """A minimal Kueue: Workloads, quota admission in a cohort, and the gate on plain pods.
 
-Active only when the sandbox's cluster profile says ``queueing: kueue``. It plays a Kueue
-configured the way the portal expects (``quotas.kueue`` documents that configuration):
-integrations ``trainer.kubeflow.org/trainjob``, ``jobset.x-k8s.io/jobset`` and ``pod``;
-``resources.excludeResourcePrefixes`` for cpu and memory (the portal's ClusterQueues hold
-GPUs only, the namespaces' ResourceQuotas cap the rest); ``labelKeysToCopy`` with the
-portal's labels, so that Workloads can be listed and grouped like everything else.
+Active only when the sandbox's cluster profile says ``queueing: kueue``. It plays the
+integrations the portal expects (``quotas.kueue`` documents that configuration):
+``trainer.kubeflow.org/trainjob``, ``jobset.x-k8s.io/jobset`` and ``pod``, with
+``labelKeysToCopy`` holding the portal's labels, so that Workloads can be listed and grouped
+like everything else. It follows the manager configuration in the cluster's ConfigMap
+(``sandbox.kueue_config``): ``resources.excludeResourcePrefixes`` (the portal's: cpu and
+memory, since its ClusterQueues hold GPUs only) and ``resources.deviceClassMappings``.
 
 1. Webhook (``gate_pod``, called from the sandbox's admission): a new pod with the label
    ``kueue.x-k8s.io/queue-name`` that no queued job owns gets the scheduling gate
@@ -26,11 +27,28 @@ portal's labels, so that Workloads can be listed and grouped like everything els
    - ``N more needed``: more than is unused now, in the queue (nominal + borrowing limit
      - usage) and in the cohort (nominal quotas - usages of all its queues).
 
+   DRA: each pod's ResourceClaimTemplates are read; every device request counts
+   ``count`` (default 1) of the resource its DeviceClass is mapped to. A class without a
+   mapping makes the Workload inadmissible ("DeviceClass X is not mapped in DRA
+   configuration for podset Y"), as do claims Kueue cannot count (``allocationMode: All``,
+   ``firstAvailable``, ``adminAccess``) and, with the ``KueueDRAIntegration`` gate off, any
+   DRA use. Claims named directly (``resourceClaimName``) are not counted, as in Kueue.
+
    An admitted Workload gets ``status.admission`` (flavor and usage per pod set) and
    ``QuotaReserved``/``Admitted`` True; then the TrainJob or JobSet is resumed
    (``spec.suspend: false``) or the pod's gate removed. One that does not fit keeps
    ``QuotaReserved`` False, reason Pending, with "couldn't assign flavors to pod set
-   <name>: <reasons>". No preemption.
+   <name>: <reasons>".
+
+   Preemption, as the ClusterQueue's ``spec.preemption`` allows: a Workload that does not
+   fit may evict admitted Workloads of other ClusterQueues in its cohort that borrow
+   (``reclaimWithinCohort``: Any, or LowerPriority), but only if it then stays within its
+   own nominal quota, and lower-priority Workloads of its own ClusterQueue
+   (``withinClusterQueue: LowerPriority``). Candidates go other queues first, lower
+   priority first, most recently admitted first, until the Workload fits; those it turns
+   out not to need are kept. An evicted Workload gets ``Evicted``/``Preempted`` with
+   Kueue's message and loses its quota; its job is suspended (its pod deleted), and it
+   waits again. The preemptor is admitted in the same pass.
 4. A job or pod that finished makes its Workload ``Finished``; it no longer counts.
 5. Status: each ClusterQueue's admitted/reserving/pending counts and ``flavorsUsage``
    (``flavorsReservation`` too), each LocalQueue's counts and usage.
@@ -38,11 +56,12 @@ portal's labels, so that Workloads can be listed and grouped like everything els
 
 from __future__ import annotations
 
+import copy
 import hashlib
 from fractions import Fraction
 from typing import Any
 
-from sandbox import quantity
+from sandbox import kueue_config, quantity
 from sandbox.controllers.base import PODS, Ctx, condition, set_condition
 from sandbox.controllers.jobsets import JOBSETS, _job_pods
 from sandbox.controllers.trainjobs import TRAINJOBS, _resolve_runtime, _trainer_job, build_pod
@@ -60,7 +79,7 @@ MANAGER = "kueue-controller-manager"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
 GATE = "kueue.x-k8s.io/admission"
-EXCLUDED_PREFIXES = ("cpu", "memory", "ephemeral-storage")
+CLAIM_TEMPLATES = "resource.k8s.io/resourceclaimtemplates"
 # The Kueue configuration's integrations.labelKeysToCopy the portal relies on.
 LABEL_KEYS_TO_COPY = (
     "app.kubernetes.io/managed-by",
@@ -97,8 +116,44 @@ def gate_pod(store: Store, obj: dict[str, Any], kind: Kind) -> None:
 # -- helpers ---------------------------------------------------------------------------------
 
 
-def _counted(requests: dict[str, Fraction]) -> dict[str, Fraction]:
-    return {r: v for r, v in requests.items() if v and not r.startswith(EXCLUDED_PREFIXES)}
+def _counted(requests: dict[str, Fraction], conf: kueue_config.KueueConf) -> dict[str, Fraction]:
+    return {r: v for r, v in requests.items() if v and not conf.excluded(r)}
+
+
+def dra_requests(
+    ctx: Ctx, conf: kueue_config.KueueConf, namespace: str, podsets: list[dict[str, Any]]
+) -> tuple[dict[str, dict[str, Fraction]], str]:
+    """Pod set name -> DRA resource -> devices for all its pods, or Kueue's reason it cannot count them."""
+    out: dict[str, dict[str, Fraction]] = {}
+    for ps in podsets:
+        name, count = ps.get("name", "main"), int(ps.get("count") or 1)
+        spec = (ps.get("template") or {}).get("spec") or {}
+        for rc in spec.get("resourceClaims") or []:
+            template_name = rc.get("resourceClaimTemplateName")
+            if not template_name:
+                continue  # a claim named directly is shared, not per pod: Kueue does not count it
+            if not conf.dra:
+                return {}, "Workload uses DRA resources but the KueueDRAIntegration feature gate is not enabled"
+            template = ctx.get(CLAIM_TEMPLATES, namespace, template_name)
+            if template is None:
+                return {}, f'failed to get ResourceClaimTemplate "{template_name}" for podset {name}'
+            devices = (((template.get("spec") or {}).get("spec") or {}).get("devices")) or {}
+            for request in devices.get("requests") or []:
+                if request.get("firstAvailable"):
+                    return {}, f"FirstAvailable is not supported in DRA requests for podset {name}"
+                body = request.get("exactly") or {}
+                if body.get("adminAccess"):
+                    return {}, f"AdminAccess is not supported in DRA requests for podset {name}"
+                if body.get("allocationMode") == "All":
+                    return {}, f"AllocationMode 'All' is not supported in DRA requests for podset {name}"
+                device_class = body.get("deviceClassName", "")
+                resource = conf.device_classes.get(device_class)
+                if resource is None:
+                    return {}, f"DeviceClass {device_class} is not mapped in DRA configuration for podset {name}"
+                amount = Fraction(int(body.get("count") or 1) * count)
+                bucket = out.setdefault(name, {})
+                bucket[resource] = bucket.get(resource, Fraction(0)) + amount
+    return out, ""
 
 
 def _workload_name(kind: str, name: str, uid: str) -> str:
@@ -302,15 +357,24 @@ def _selector_agrees(flavor: dict[str, Any], pod_spec: dict[str, Any]) -> bool:
 
 
 def assign(
-    quotas: Quotas, queue: str, podsets: list[dict[str, Any]]
+    quotas: Quotas,
+    queue: str,
+    podsets: list[dict[str, Any]],
+    conf: kueue_config.KueueConf | None = None,
+    dra: dict[str, dict[str, Fraction]] | None = None,
 ) -> tuple[list[dict[str, Any]] | None, dict[tuple[str, str], Fraction], str]:
-    """Flavors for every pod set, or None and Kueue's message; also the usage it would add."""
+    """Flavors for every pod set, or None and Kueue's message; also the usage it would add.
+
+    ``dra``: the devices each pod set claims, by counted resource (``dra_requests``)."""
+    conf = conf or kueue_config.parse(kueue_config.STOCK_CONF)
     cq = quotas.queues[queue]
     assignments, added = [], {}
     for ps in podsets:
         count = int(ps.get("count") or 1)
         spec = (ps.get("template") or {}).get("spec") or {}
-        requests = {r: v * count for r, v in _counted(pod_requests({"spec": spec})).items()}
+        requests = {r: v * count for r, v in _counted(pod_requests({"spec": spec}), conf).items()}
+        for resource, amount in ((dra or {}).get(ps.get("name", "main")) or {}).items():
+            requests[resource] = requests.get(resource, Fraction(0)) + amount
         flavors_of: dict[str, str] = {}
         reasons: list[str] = []
         for resource in sorted(requests):
@@ -403,8 +467,9 @@ def reconcile(ctx: Ctx) -> None:
             wl["metadata"]["name"],
         )
         pending.append((order, wl))
+    conf = kueue_config.read(ctx.store)
     for _, wl in sorted(pending, key=lambda item: item[0]):
-        _admit(ctx, wl, quotas)
+        _admit(ctx, wl, quotas, conf)
     _queue_status(ctx)
 
 
@@ -427,7 +492,7 @@ def _mark_gated(ctx: Ctx, pod: dict[str, Any]) -> None:
     ctx.set_status(PODS, pod, {**pod["status"], "conditions": [*conditions, scheduled]}, "default-scheduler")
 
 
-def _admit(ctx: Ctx, wl: dict[str, Any], quotas: Quotas) -> None:
+def _admit(ctx: Ctx, wl: dict[str, Any], quotas: Quotas, conf: kueue_config.KueueConf) -> None:
     meta, spec = wl["metadata"], wl.get("spec") or {}
     status = dict(wl.get("status") or {})
     conditions = list(status.get("conditions") or [])
@@ -443,8 +508,14 @@ def _admit(ctx: Ctx, wl: dict[str, Any], quotas: Quotas) -> None:
     elif _missing_flavors(quotas, queue):
         message = f"ClusterQueue {queue} is inactive"
     else:
-        assignments, added, why = assign(quotas, queue, spec.get("podSets") or [])
-        if assignments is None:
+        podsets = spec.get("podSets") or []
+        dra, problem = dra_requests(ctx, conf, meta["namespace"], podsets)
+        assignments, added, why = (None, {}, "") if problem else assign(quotas, queue, podsets, conf, dra)
+        if not problem and assignments is None and _preempt(ctx, wl, quotas, queue, conf, dra):
+            assignments, added, why = assign(quotas, queue, podsets, conf, dra)
+        if problem:
+            message = problem  # Inadmissible: waiting for quota would not help
+        elif assignments is None:
             message, reason = why, "Pending"
         else:
             quotas.add(queue, added)
@@ -469,6 +540,125 @@ def _admit(ctx: Ctx, wl: dict[str, Any], quotas: Quotas) -> None:
     if (condition(wl, "QuotaReserved") or {}).get("message") != message:
         ctx.event(wl, "Normal", "Pending", message, MANAGER, aggregate=True)
     ctx.set_status(WORKLOADS, wl, {**status, "conditions": conditions}, MANAGER)
+
+
+def _preempt(
+    ctx: Ctx,
+    wl: dict[str, Any],
+    quotas: Quotas,
+    queue: str,
+    conf: kueue_config.KueueConf,
+    dra: dict[str, dict[str, Fraction]],
+) -> bool:
+    """Evict what ``wl`` needs gone to fit, as its ClusterQueue's preemption policy allows.
+
+    1. Candidates: admitted Workloads of borrowing cohort peers (reclaimWithinCohort) and
+       lower-priority ones of its own queue (withinClusterQueue).
+    2. In order (other queues, lower priority, most recently admitted first), take each
+       away from a copy of the usage, skipping peers that no longer borrow, until ``wl``
+       fits; a fit that needed a peer's quota must leave ``wl``'s queue within its nominal.
+    3. Give back, newest choice first, each victim the fit does not need.
+    4. Evict the rest; their usage leaves ``quotas`` so the caller can admit ``wl``.
+    """
+    policy = (quotas.queues[queue].get("spec") or {}).get("preemption") or {}
+    reclaim = policy.get("reclaimWithinCohort", "Never")
+    within = policy.get("withinClusterQueue", "Never")
+    priority = int((wl.get("spec") or {}).get("priority") or 0)
+    peers = set(quotas.cohort(queue)) - {queue} if reclaim != "Never" else set()
+    candidates = []
+    for other in ctx.items(WORKLOADS):
+        if other["metadata"]["uid"] == wl["metadata"]["uid"] or not _admitted(other) or _is_finished(other):
+            continue
+        other_queue = _admission_queue(other)
+        other_priority = int((other.get("spec") or {}).get("priority") or 0)
+        same_queue_lower = other_queue == queue and within == "LowerPriority" and other_priority < priority
+        borrowing_peer = other_queue in peers and (reclaim == "Any" or other_priority < priority)
+        if same_queue_lower or borrowing_peer:
+            candidates.append(other)
+    if not candidates:
+        return False
+
+    def admitted_at(c: dict[str, Any]) -> tuple[str, str]:
+        reserved = (condition(c, "QuotaReserved") or {}).get("lastTransitionTime") or ""
+        return reserved, c["metadata"]["creationTimestamp"]
+
+    # Sorts are stable: the last one decides first.
+    candidates.sort(key=admitted_at, reverse=True)
+    candidates.sort(key=lambda c: int((c.get("spec") or {}).get("priority") or 0))
+    candidates.sort(key=lambda c: _admission_queue(c) == queue)
+    podsets = (wl.get("spec") or {}).get("podSets") or []
+    trial = copy.copy(quotas)
+    trial.usage = {q: dict(u) for q, u in quotas.usage.items()}
+    chosen: list[dict[str, Any]] = []
+
+    def fits() -> bool:
+        assignments, added, _ = assign(trial, queue, podsets, conf, dra)
+        if assignments is None:
+            return False
+        if any(_admission_queue(c) != queue for c in chosen):
+            # Reclaiming from peers is only for a queue that stays within its nominal quota.
+            own = trial.usage.get(queue, {})
+            return all(own.get(key, Fraction(0)) + n <= trial.quota(queue, *key)[0] for key, n in added.items())
+        return True
+
+    for candidate in candidates:
+        other_queue = _admission_queue(candidate)
+        usage = Quotas.assignment_usage(candidate["status"]["admission"])
+        if other_queue != queue and not any(
+            trial.usage.get(other_queue, {}).get(key, Fraction(0)) > trial.quota(other_queue, *key)[0] for key in usage
+        ):
+            continue  # no longer borrowing: what it holds is its own quota
+        trial.add(other_queue, {k: -v for k, v in usage.items()})
+        chosen.append(candidate)
+        if fits():
+            break
+    else:
+        return False
+    for candidate in list(reversed(chosen[:-1])):
+        usage = Quotas.assignment_usage(candidate["status"]["admission"])
+        trial.add(_admission_queue(candidate), usage)
+        chosen.remove(candidate)
+        if not fits():
+            trial.add(_admission_queue(candidate), {k: -v for k, v in usage.items()})
+            chosen.append(candidate)
+    for victim in chosen:
+        usage = Quotas.assignment_usage(victim["status"]["admission"])
+        quotas.add(_admission_queue(victim), {k: -v for k, v in usage.items()})
+        _evict(ctx, victim, wl, in_queue=_admission_queue(victim) == queue)
+    return True
+
+
+def _admission_queue(wl: dict[str, Any]) -> str:
+    return ((wl.get("status") or {}).get("admission") or {}).get("clusterQueue", "")
+
+
+def _evict(ctx: Ctx, victim: dict[str, Any], preemptor: dict[str, Any], *, in_queue: bool) -> None:
+    """Kueue's eviction of a preempted Workload: conditions, no quota, its job stopped."""
+    job_uid = (preemptor["metadata"].get("labels") or {}).get(JOB_UID_LABEL, "")
+    why = "prioritization in the ClusterQueue" if in_queue else "reclamation within the cohort"
+    message = (
+        f"Preempted to accommodate a workload (UID: {preemptor['metadata']['uid']}, JobUID: {job_uid}) due to {why}"
+    )
+    status = {k: v for k, v in (victim.get("status") or {}).items() if k != "admission"}
+    conditions = status.get("conditions")
+    conditions = set_condition(conditions, "Evicted", "True", "Preempted", message, ctx.now_iso)
+    reason = "InClusterQueue" if in_queue else "InCohortReclamation"
+    conditions = set_condition(conditions, "Preempted", "True", reason, message, ctx.now_iso)
+    conditions = set_condition(conditions, "QuotaReserved", "False", "Pending", message, ctx.now_iso)
+    conditions = set_condition(
+        conditions, "Admitted", "False", "NoReservation", "The workload has no reservation", ctx.now_iso
+    )
+    victim = ctx.set_status(WORKLOADS, victim, {**status, "conditions": conditions}, MANAGER)
+    ctx.event(victim, "Normal", "Preempted", message, MANAGER)
+    owner = _owner(ctx, victim)
+    if owner is None:
+        return
+    if owner["kind"] == "Pod":
+        ctx.delete(PODS, owner["metadata"]["namespace"], owner["metadata"]["name"])
+    elif not (owner.get("spec") or {}).get("suspend"):
+        key = TRAINJOBS if owner["kind"] == "TrainJob" else JOBSETS
+        ctx.replace(key, {**owner, "spec": {**owner["spec"], "suspend": True}}, MANAGER)
+        ctx.event(owner, "Normal", "Stopped", message, MANAGER)
 
 
 def _namespace_matches(ctx: Ctx, cq: dict[str, Any], namespace: str) -> bool:

@@ -9,6 +9,14 @@ the first container. While the annotation ``kubeflow-resource-stopped`` is set t
 pod is deleted (replicas 0). A changed pod template replaces the pod, as a
 StatefulSet rollout would. Status mirrors upstream: ``readyReplicas``,
 ``containerState`` of the notebook container, and the pod's conditions.
+
+Like upstream's culling controller (``culling_controller.go``), it keeps the annotations
+``notebooks.kubeflow.org/last-activity`` and ``…/last_activity_check_timestamp`` (RFC
+3339): both set to now once the pod exists, checked once a minute (the last-activity
+moved to now when the kernels are busy), and removed while the Notebook is stopped or has
+no pod. "Busy" is the notebook's own simulated activity (``sandbox.metrics.own_activity``,
+so ``sandbox.local/activity`` pins it too), never its GPU's: a neighbour on a time-sliced
+GPU does not make it active. The keys mention "notebook", so they are not copied to the pod.
 """
 
 from __future__ import annotations
@@ -17,8 +25,10 @@ import hashlib
 import json
 from typing import Any
 
+from sandbox.clock import iso, parse_iso
 from sandbox.controllers.base import PODS, Ctx
 from sandbox.errors import ApiError
+from sandbox.metrics import own_activity
 from sandbox.patches import clone
 from sandbox.podutil import owner_reference
 
@@ -26,6 +36,10 @@ NOTEBOOKS = "kubeflow.org/notebooks"
 MANAGER = "notebook-controller"
 STOP_ANNOTATION = "kubeflow-resource-stopped"
 REVISION_LABEL = "controller-revision-hash"
+LAST_ACTIVITY = "notebooks.kubeflow.org/last-activity"
+LAST_CHECK = "notebooks.kubeflow.org/last_activity_check_timestamp"
+ACTIVITY_CHECK_SECONDS = 60.0  # upstream's IDLENESS_CHECK_PERIOD default: one minute
+KERNEL_BUSY = 0.1  # own activity at or above this is a kernel executing
 
 
 def build_pod(nb: dict[str, Any]) -> dict[str, Any]:
@@ -144,4 +158,27 @@ def reconcile(ctx: Ctx) -> None:
                     )
             elif not owned:
                 pod = None
+        nb = _track_activity(ctx, nb, pod)
         ctx.set_status(NOTEBOOKS, nb, _status(nb, pod), MANAGER)
+
+
+def _track_activity(ctx: Ctx, nb: dict[str, Any], pod: dict[str, Any] | None) -> dict[str, Any]:
+    """Keep the culling annotations as upstream's culler does; returns the Notebook as stored."""
+    annotations = dict(nb["metadata"].get("annotations") or {})
+    now = iso(ctx.now)
+    if pod is None or STOP_ANNOTATION in annotations:
+        annotations.pop(LAST_ACTIVITY, None)
+        annotations.pop(LAST_CHECK, None)
+    elif LAST_ACTIVITY not in annotations or LAST_CHECK not in annotations:
+        annotations[LAST_ACTIVITY] = annotations[LAST_CHECK] = now
+    elif ctx.now >= (parse_iso(annotations[LAST_CHECK]) or 0.0) + ACTIVITY_CHECK_SECONDS:
+        annotations[LAST_CHECK] = now
+        if pod.get("status", {}).get("phase") == "Running":
+            assignment = ctx.memo("assignments").get(pod["metadata"]["uid"]) or {}
+            if own_activity(ctx.world, assignment.get("devices", []), pod, ctx.seed, ctx.now) >= KERNEL_BUSY:
+                annotations[LAST_ACTIVITY] = now
+    if annotations == (nb["metadata"].get("annotations") or {}):
+        return nb
+    updated = clone(nb)
+    updated["metadata"]["annotations"] = annotations
+    return ctx.replace(NOTEBOOKS, updated, MANAGER)

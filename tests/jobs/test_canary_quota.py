@@ -103,7 +103,7 @@ def test_rolling_out_to_all_traffic_ends_a_canary_and_gives_its_quota_back(cast,
 def test_a_canary_that_does_not_fit_is_refused_with_the_numbers_and_changes_nothing(cast, h100):
     w = running_endpoint(cast, max_replicas=3)
     with pytest.raises(
-        QuotaRefused, match="vision has 3 of 4 H100-80GB GPUs in use; a canary .* needs 3 H100-80GB GPUs more"
+        QuotaRefused, match="vision has 3 of 4 H100-80GB GPUs in use; a canary .* needs 3 more H100-80GB GPUs"
     ):
         lifecycle.rollout(cast.alice, w, "s3://models/sentiment/v2", 10)
     w.refresh_from_db()
@@ -159,7 +159,7 @@ def test_the_api_refuses_a_canary_over_quota_naming_quota(api, cast, h100):
         format="json",
     )
     assert response.status_code == 400
-    assert "needs 3 H100-80GB GPUs more" in response.json()["quota"][0]
+    assert "needs 3 more H100-80GB GPUs" in response.json()["quota"][0]
 
 
 def test_the_page_says_why_a_canary_was_not_rolled_out(client, cast, h100):

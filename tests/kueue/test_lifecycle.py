@@ -169,15 +169,17 @@ def test_a_notebook_runs_through_kueues_pod_integration(cast, quotas, kueue_port
 
 
 def test_a_notebook_on_a_dra_offering_runs_as_its_statefulset_through_kueue(cast, quotas, kueue_portal, kube):
-    # Kueue does not count DRA devices here (its DRA support is alpha): the pod is admitted
-    # at once, and the namespace's ResourceQuota still caps the devices it claims.
+    # Kueue counts the claimed device as the resource its DeviceClass is mapped to (the
+    # portal's Kueue configuration), in the H100 flavor the team's ClusterQueue covers.
     w = requested(cast, notebook("dra", offering="h100-80gb-dra"))
     converge(kueue_portal, kube)
     assert state(w) == State.RUNNING
     statefulset = kube.get("apps/v1", "StatefulSet", "dra", "team-vision")
     assert statefulset["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "gpu-portal"
     (queued,) = kube.list(WORKLOAD_API, "Workload", namespace="team-vision", label_selector=workload_selector(w.pk))
-    assert queued["status"]["admission"]["podSetAssignments"][0]["flavors"] == {}
+    [assignment] = queued["status"]["admission"]["podSetAssignments"]
+    assert assignment["flavors"] == {"gpu.nvidia.com": "gpu-h100-80gb"}
+    assert assignment["resourceUsage"] == {"gpu.nvidia.com": "1"}
 
 
 def test_a_converged_kueue_world_makes_no_writes(cast, quotas, kueue_portal, kube):
@@ -192,12 +194,19 @@ def test_a_converged_kueue_world_makes_no_writes(cast, quotas, kueue_portal, kub
 def test_apply_team_applies_the_kueue_queues_instead_of_a_volcano_queue(cast, quotas, kueue_portal, kube):
     def h100_quota():
         queue = kube.get(WORKLOAD_API, "ClusterQueue", "team-vision")
-        (group,) = [g for g in queue["spec"]["resourceGroups"] if g["coveredResources"] == ["nvidia.com/gpu"]]
+        (group,) = [g for g in queue["spec"]["resourceGroups"] if "nvidia.com/gpu" in g["coveredResources"]]
         return group["flavors"]
 
+    dra = "gpu.nvidia.com"
     lifecycle.apply_team(cast.vision.pk, kube)
     assert h100_quota() == [
-        {"name": "gpu-h100-80gb", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": "4", "borrowingLimit": "4"}]}
+        {
+            "name": "gpu-h100-80gb",
+            "resources": [
+                {"name": dra, "nominalQuota": "4", "borrowingLimit": "4"},
+                {"name": "nvidia.com/gpu", "nominalQuota": "4", "borrowingLimit": "4"},
+            ],
+        }
     ]
     assert kube.get(WORKLOAD_API, "ResourceFlavor", "gpu-h100-80gb") is not None
     assert kube.get(WORKLOAD_API, "LocalQueue", "gpu-portal", "team-vision")["spec"]["clusterQueue"] == "team-vision"
@@ -205,7 +214,7 @@ def test_apply_team_applies_the_kueue_queues_instead_of_a_volcano_queue(cast, qu
 
     Quota.objects.filter(pk=quotas["h100"].pk).update(guaranteed=Decimal(6))
     lifecycle.apply_team(cast.vision.pk, kube)
-    assert h100_quota()[0]["resources"][0]["nominalQuota"] == "6"
+    assert [r["nominalQuota"] for r in h100_quota()[0]["resources"]] == ["6", "6"]
 
 
 def test_the_main_kind_from_the_row_matches_the_builders_on_a_kueue_cluster(cast, quotas, kueue_portal):

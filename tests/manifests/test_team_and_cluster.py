@@ -77,23 +77,16 @@ def test_the_namespace_enforces_the_restricted_pod_security_standard():
         assert labels[f"pod-security.kubernetes.io/{mode}-version"] == "latest"
 
 
-def test_the_queue_guarantees_the_guaranteed_share_and_caps_at_the_limit():
+def test_the_queue_deserves_the_guaranteed_share_and_caps_at_the_limit():
     queue = by_kind(team_objects(TEAM, QUOTA))[("Queue", "team-vision")]
     assert queue["apiVersion"] == "scheduling.volcano.sh/v1beta1"
     assert "namespace" not in queue["metadata"]  # queues are cluster-scoped
+    # Only fields Volcano's capacity plugin reads: no weight (proportion's), no guarantee
+    # (capacity would hold it idle for the team instead of lending it).
     assert queue["spec"] == {
-        "weight": 1,
         "reclaimable": True,
         "capability": {"nvidia.com/gpu": "8", "nvidia.com/mig-1g.10gb": "7", "cpu": "64", "memory": "549755813888"},
         "deserved": {"nvidia.com/gpu": "4", "nvidia.com/mig-1g.10gb": "0", "cpu": "16500m", "memory": "274877906944"},
-        "guarantee": {
-            "resource": {
-                "nvidia.com/gpu": "4",
-                "nvidia.com/mig-1g.10gb": "0",
-                "cpu": "16500m",
-                "memory": "274877906944",
-            }
-        },
     }
 
 

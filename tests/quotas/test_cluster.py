@@ -51,14 +51,12 @@ def test_a_quota_request_previews_the_queue_and_resource_quota_as_a_yaml_diff(ca
     lines = preview.diff.splitlines()
     assert lines[:2] == ["--- nlp now", "+++ nlp after the decision"]
     changed = [line for line in lines if line[:1] in "+-" and line[:3] not in ("---", "+++")]
-    # The Queue's capability, deserved and guarantee, then the two ResourceQuotas (limit, guaranteed).
+    # The Queue's capability and deserved, then the two ResourceQuotas (limit, guaranteed).
     assert changed == [
         "-  capability: {nvidia.com/gpu: '4'}",
         "-  deserved: {nvidia.com/gpu: '2'}",
         "+  capability: {nvidia.com/gpu: '8'}",
         "+  deserved: {nvidia.com/gpu: '4'}",
-        "-    resource: {nvidia.com/gpu: '2'}",
-        "+    resource: {nvidia.com/gpu: '4'}",
         "-  hard: {requests.nvidia.com/gpu: '4'}",
         "+  hard: {requests.nvidia.com/gpu: '8'}",
         "-  hard: {requests.nvidia.com/gpu: '2'}",

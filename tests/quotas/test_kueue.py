@@ -51,13 +51,22 @@ def test_a_team_gets_a_cluster_queue_with_guaranteed_as_nominal_and_the_rest_as_
                     "withinClusterQueue": "LowerPriority",
                     "borrowWithinCohort": {"policy": "Never"},
                 },
+                # The H100 quota covers the device-plugin GPUs and the DRA offering's devices, counted
+                # as the resource Kueue's configuration maps the gpu.nvidia.com DeviceClass to.
                 "resourceGroups": [
                     {
-                        "coveredResources": ["nvidia.com/gpu"],
+                        "coveredResources": ["gpu.nvidia.com", "nvidia.com/gpu"],
                         "flavors": [
                             {
                                 "name": "gpu-h100-80gb",
-                                "resources": [{"name": "nvidia.com/gpu", "nominalQuota": "2", "borrowingLimit": "4"}],
+                                "resources": [
+                                    {
+                                        "name": "gpu.nvidia.com",
+                                        "nominalQuota": "2",
+                                        "borrowingLimit": "4",
+                                    },
+                                    {"name": "nvidia.com/gpu", "nominalQuota": "2", "borrowingLimit": "4"},
+                                ],
                             }
                         ],
                     }
@@ -200,3 +209,33 @@ def test_the_schema_check_catches_a_borrowing_limit_without_a_cohort():
     del cq["spec"]["cohortName"]
     with pytest.raises(SchemaViolation, match="borrowingLimit must be nil when cohort is empty"):
         validate_custom(cq)
+
+
+def test_dra_offerings_are_counted_under_the_resource_their_device_class_is_mapped_to():
+    from types import SimpleNamespace
+
+    from portal.scheduler_config import dra_resource_name
+
+    def dra(kind: str, device_class: str, mig_profile: str = "", share: tuple[int, int] = (1, 1)):
+        return SimpleNamespace(
+            kind=kind,
+            resource_name="",
+            dra_device_class=device_class,
+            gpu_model="A100-80GB",
+            mig_profile=mig_profile,
+            share_numerator=share[0],
+            share_denominator=share[1],
+            node_selector={"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"},
+        )
+
+    gpu, mig = dra("gpu", "gpu.nvidia.com"), dra("mig", "mig.nvidia.com", "1g.10gb", (1, 7))
+    quotas = {"A100-80GB": ClassQuota("A100-80GB", Decimal(2), Decimal(3))}
+    assert kueue.kueue_resource(gpu) == dra_resource_name("gpu.nvidia.com")
+    # A slice is one mig.nvidia.com device and 1/7 of a GPU: 2 GPUs guaranteed are 14 devices.
+    assert kueue.team_amounts(quotas, [gpu, mig]) == {
+        "gpu-a100-80gb": {
+            "gpu.nvidia.com": (2, 1),
+            "mig.nvidia.com": (14, 7),
+        }
+    }
+    assert [f.name for f in kueue.flavors([gpu, mig])] == ["gpu-a100-80gb", "gpu-a100-80gb-1g-10gb"]

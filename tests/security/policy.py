@@ -131,6 +131,7 @@ ACCESS: dict[str, dict[str, Rule]] = {
     "api:usage-api": {"GET": USER.via("query")},
     "api:usage-export": {"GET": USER.via("query")},
     "api:usage-rightsizing": {"GET": USER.via("query")},
+    "api:usage-cluster": {"GET": PLATFORM_ADMIN},
     "usage-dashboard": {"GET": USER.via("query"), "POST": USER.via("query")},
     "usage-cluster": {"GET": PLATFORM_ADMIN.denying(404), "POST": PLATFORM_ADMIN.denying(404)},
     "usage-workload": {"GET": USER, "POST": USER},

@@ -31,6 +31,25 @@ def at(text: str) -> datetime:
     return datetime.fromisoformat(text).replace(tzinfo=UTC)
 
 
+DEMO_NODES = {  # the demo profile's GPU nodes, as the sandbox names them, and a device class of each
+    "h100-0": "H100-80GB",
+    "h100-1": "H100-80GB",
+    "a100-mig-0": "A100-80GB/1g.10gb",
+    "l4-shared-0": "L4",
+    "l4-shared-1": "L4",
+    "h100-dra-0": "H100-80GB",
+}
+
+
+def nodes_seen_since(when: str | datetime, nodes: dict[str, str] = DEMO_NODES) -> None:
+    """Record the nodes as sampled from ``when`` on (the cluster's cost starts at a node's first sample)."""
+    from usage.models import NodeSeen
+
+    first = at(when) if isinstance(when, str) else when
+    for hostname, gpu_class in nodes.items():
+        NodeSeen.objects.create(hostname=hostname, gpu_class=gpu_class, first_sample_at=first)
+
+
 @pytest.fixture
 def make_workload(cast, catalog):
     """Create a workload row directly, as if it had run from started_at to finished_at."""

@@ -8,7 +8,7 @@ from decimal import Decimal
 import pytest
 
 from jobs.models import Kind, State, WorkloadEvent
-from tests.usage.conftest import at
+from tests.usage.conftest import at, nodes_seen_since
 from usage import spend
 from usage.models import WorkloadDay
 
@@ -93,6 +93,7 @@ def test_every_cent_of_the_cluster_cost_goes_to_a_team_or_to_cluster_idle(make_w
     )
     make_workload("h100-80gb-dra", started="2026-03-02 23:10:00", finished="2026-03-03 02:00:00", units=8)
     make_workload("cpu", started="2026-03-02 01:00:00", finished="2026-03-02 03:00:00")  # no GPU: not in the account
+    nodes_seen_since("2026-02-01 00:00:00")
     account = spend.cluster_account(at("2026-03-02 00:00:00"), at("2026-03-03 00:00:00"), now=at("2026-03-04 00:00:00"))
     # 16 + 8 H100 at 4.00, 8 A100 at 2.80, 8 L4 at 0.80: 124.80 per hour.
     assert spend.money(account.cost) == Decimal("124.80") * 24
