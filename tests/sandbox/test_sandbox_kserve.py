@@ -10,12 +10,13 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from jobs import preflight
 from jobs.kube.client import Cluster
 from jobs.kube.errors import Invalid
 from jobs.kube.manifests import dra_quota_key, priority_classes, team_objects, workload_objects
 from jobs.kube.status import derive
 from portal.cluster_profile import load_profile
-from sandbox import knative
+from sandbox import knative, kserve_config
 from sandbox.testing import running_sandbox
 from tests.manifests.conftest import OFFERINGS, TEAM, spec
 from tests.sandbox.conftest import CRD_DIR, PROFILE, START
@@ -461,3 +462,21 @@ def test_a_portal_canary_runs_and_the_portal_reads_back_its_split(sandbox, mode,
     assert {e.value for p in running for e in p.spec.containers[0].env or [] if e.name == "STORAGE_URI"} == {
         "s3://models/iris/v2"
     }
+
+
+# -- what the sandbox seeds is what cluster_check asks for -------------------------------------
+
+
+@pytest.mark.parametrize(("setup", "ok"), [("recommended", True), ("stock", False)])
+def test_the_seeded_kserve_and_knative_config_pass_cluster_check_only_when_recommended(setup, ok):
+    profile = replace(load_profile(PROFILE), cluster_setup=setup, kserve_deployment_mode="Knative")
+    seeded = {
+        (obj["metadata"].get("namespace"), obj["metadata"]["name"]): obj for _, obj in kserve_config.seed(profile)
+    }
+    needs = preflight.portal_needs(profile)
+    kserve, mode = preflight.check_kserve(
+        seeded[("kserve", "inferenceservice-config")], seeded[(None, "default")], needs
+    )
+    knative = preflight.check_knative(seeded[("knative-serving", "config-features")], needs, mode)
+    statuses = {f.setting: f.status for f in [*kserve, *knative]}
+    assert (set(statuses.values()) == {preflight.OK}) is ok, statuses
