@@ -163,6 +163,32 @@ class WorkloadViewSet(
             raise ValidationError({"quota": [str(exc)]}) from None
         return Response(WorkloadDetailSerializer(self.get_queryset().get(pk=workload.pk)).data)
 
+    @extend_schema(
+        request=None,
+        responses={200: WorkloadDetailSerializer, 400: OpenApiTypes.OBJECT},
+        description="The endpoint's canary model version takes all traffic and becomes its model version.",
+    )
+    @action(detail=True, methods=["post"])
+    def promote(self, request, pk=None):
+        return self._canary_action(lifecycle.promote)
+
+    @extend_schema(
+        request=None,
+        responses={200: WorkloadDetailSerializer, 400: OpenApiTypes.OBJECT},
+        description="The endpoint's canary goes away; its current model version takes all traffic again.",
+    )
+    @action(detail=True, methods=["post"])
+    def rollback(self, request, pk=None):
+        return self._canary_action(lifecycle.rollback)
+
+    def _canary_action(self, change):
+        workload = self.get_object()
+        try:
+            change(self.request.user, workload)
+        except SpecError as exc:
+            raise ValidationError(exc.errors) from None
+        return Response(WorkloadDetailSerializer(self.get_queryset().get(pk=workload.pk)).data)
+
     @extend_schema(request=None, responses={200: WorkloadDetailSerializer, 409: OpenApiTypes.OBJECT})
     @action(detail=True, methods=["post"])
     def start(self, request, pk=None):

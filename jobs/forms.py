@@ -43,9 +43,10 @@ from portal.units import unit_noun
 from quotas.admission import QuotaRefused
 from quotas.usage import units_left
 
-# Request fields the form never shows: the kind comes from the URL, and a new notebook
-# always starts running ("stopped" is how the portal keeps a stopped notebook's spec).
-HIDDEN_FIELDS = ("kind", "stopped")
+# Request fields the form never shows: the kind comes from the URL, a new notebook
+# always starts running ("stopped" is how the portal keeps a stopped notebook's spec), and a
+# canary is a rollout over a running endpoint (its page), never part of a new request.
+HIDDEN_FIELDS = ("kind", "stopped", "canary_traffic_percent")
 TEXT_MAPS = ("env", "labels", "annotations")
 # Page layout only: what each kind's form shows first, and what it folds away.
 LEADING_FIELDS = {
@@ -53,7 +54,7 @@ LEADING_FIELDS = {
     "training": ("framework", "image", "replicas", "gpus_per_replica", "max_runtime_seconds"),
     "endpoint": ("model_format", "storage_uri", "image", "min_replicas", "max_replicas", "gpus_per_replica"),
 }
-ADVANCED = ("cpu", "memory", "labels", "annotations", "canary_traffic_percent")
+ADVANCED = ("cpu", "memory", "labels", "annotations")
 ARGV_FIELDS = ("command", "args")
 
 
@@ -176,7 +177,6 @@ def _field(name: str, kind: str) -> forms.Field:
         "storage_uri": lambda: _text(
             "Model location", "s3://, gs://, pvc://, hf:// or https:// URI of the model.", "s3://models/sentiment/v3"
         ),
-        "canary_traffic_percent": lambda: _number("Canary traffic (%)", "0 to 100. Empty: no canary.", ""),
     }
     return factories[name]()
 

@@ -18,11 +18,14 @@ States::
 
 from __future__ import annotations
 
+import functools
 import logging
+import math
 from collections.abc import Iterable, Mapping
-from dataclasses import replace
+from dataclasses import asdict, replace
 from datetime import datetime
 from decimal import Decimal
+from pathlib import Path
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
@@ -34,8 +37,17 @@ from jobs import fit
 from jobs.kube.manifests import MPI_LAUNCHER_RESOURCES
 from jobs.kube.status import Observed
 from jobs.models import ACTIVE_STATES, LIVE_STATES, Kind, State, Workload, WorkloadEvent
-from jobs.specs import SpecError, TeamQuota, TeamRef, WorkloadSpec, parse_quantity, validate_request
+from jobs.specs import (
+    SpecError,
+    TeamQuota,
+    TeamRef,
+    WorkloadSpec,
+    endpoint_deployment_mode,
+    parse_quantity,
+    validate_request,
+)
 from portal.access import can_use_team
+from portal.cluster_profile import ProfileError, load_profile
 from portal.models import Offering, Team
 from quotas import admission, compute
 from quotas.compute import Compute
@@ -69,10 +81,30 @@ def validate(data: Mapping, team: Team, workload_id: int = 0, *, check_fit: bool
         allowed_registries=settings.ALLOWED_IMAGE_REGISTRIES,
         workload_id=workload_id,
     )
+    if workload_id == 0 and spec.canary_traffic_percent is not None:
+        raise SpecError(
+            {
+                "canary_traffic_percent": [
+                    "a new endpoint has no earlier model version to share traffic with; once it runs, roll out "
+                    "a new version as a canary from the endpoint's page (or POST /api/v1/workloads/<id>/rollout/)"
+                ]
+            }
+        )
     if check_fit and (errors := fit.problems_of(spec, spec.offering)):
         raise SpecError(errors)
     # The preview shows what this cluster's backend would get.
-    return replace(spec, queueing=queueing())
+    return replace(spec, queueing=queueing(), deployment_mode=_deployment_mode(spec))
+
+
+def _deployment_mode(spec: WorkloadSpec, stored: str = "") -> str:
+    """An endpoint's KServe mode: the one it was created with, else what the cluster profile says now.
+
+    KServe refuses to change the mode of an existing InferenceService ("deploymentMode cannot be
+    changed"), so a later change of the profile only applies to new endpoints.
+    """
+    if spec.kind != Kind.ENDPOINT:
+        return spec.deployment_mode
+    return stored or endpoint_deployment_mode(spec.offering, spec.gpus_per_replica, kserve_deployment_mode())
 
 
 def request_data(workload: Workload) -> dict:
@@ -102,7 +134,6 @@ def request_data(workload: Workload) -> dict:
         data["max_replicas"] = workload.max_replicas
         data["model_format"] = workload.model_format
         data["storage_uri"] = workload.storage_uri
-        data["canary_traffic_percent"] = workload.canary_traffic_percent
     return {k: v for k, v in data.items() if v not in (None, "")}
 
 
@@ -122,6 +153,10 @@ def spec_of(workload: Workload) -> WorkloadSpec:
         priority_class=workload.priority_class or admission.PRIORITY_GUARANTEED,
         stopped=workload.state == State.STOPPED,
         queueing=queueing(),
+        deployment_mode=_deployment_mode(spec, workload.deployment_mode),
+        # A canary exists only when a rollout gave both its model version and its share.
+        canary_storage_uri=workload.canary_storage_uri if workload.canary_traffic_percent is not None else "",
+        canary_traffic_percent=workload.canary_traffic_percent if workload.canary_storage_uri else None,
     )
 
 
@@ -134,6 +169,24 @@ def queueing() -> str:
     from quotas.cluster import queueing_backend
 
     return queueing_backend()
+
+
+def kserve_deployment_mode() -> str:
+    """The cluster's KServe mode for endpoints, "Standard" or "Knative", as the cluster profile says."""
+    path = Path(settings.CLUSTER_PROFILE)
+    try:
+        mtime = path.stat().st_mtime
+    except OSError:
+        return "Standard"
+    return _profile_kserve_mode(str(path), mtime)
+
+
+@functools.lru_cache(maxsize=4)
+def _profile_kserve_mode(path: str, mtime: float) -> str:
+    try:
+        return load_profile(path).kserve_deployment_mode
+    except ProfileError:
+        return "Standard"
 
 
 # --- recording ------------------------------------------------------------------------
@@ -277,6 +330,7 @@ def _fields_of(spec: WorkloadSpec) -> dict:
         "model_format": spec.model_format,
         "storage_uri": spec.storage_uri,
         "canary_traffic_percent": spec.canary_traffic_percent,
+        "deployment_mode": spec.deployment_mode if spec.kind == Kind.ENDPOINT else "",
     }
 
 
@@ -457,6 +511,7 @@ def observe(workload: Workload, seen: Observed) -> bool:
             url=seen.url,
             cluster_phase=seen.phase,
             cluster_message="",
+            cluster_traffic=[asdict(share) for share in seen.traffic],
         )
     if seen.phase in ("succeeded", "failed") and workload.state in (State.SUBMITTED, State.RUNNING):
         new = State.SUCCEEDED if seen.phase == "succeeded" else State.FAILED
@@ -478,8 +533,11 @@ def observe(workload: Workload, seen: Observed) -> bool:
             if moved:
                 _release(workload)
         return moved
-    # No state change: keep what the page shows (the scheduler's reason, the URL) current.
+    # No state change: keep what the page shows (the scheduler's reason, the URL, the traffic) current.
     updates = {}
+    traffic = [asdict(share) for share in seen.traffic]
+    if workload.kind == Kind.ENDPOINT and traffic != workload.cluster_traffic:
+        updates["cluster_traffic"] = traffic
     if seen.message != workload.cluster_message:
         updates["cluster_message"] = seen.message
     if seen.phase != workload.cluster_phase:
@@ -596,55 +654,133 @@ def apply_team(team_id: int, cluster) -> None:
 
 
 def rollout(user, workload: Workload, storage_uri: str, canary_traffic_percent: int | None) -> Workload:
-    """Deploy a new model version over a live endpoint, optionally as a canary.
+    """Deploy a new model version over a live endpoint: to all traffic, or as a canary.
 
-    KServe keeps the previous revision serving the rest of the traffic while
-    ``canaryTrafficPercent`` is set; rolling out again with no percentage (or 100)
-    promotes the latest revision to all traffic. Validated like a new request; applied
-    by a task.
+    Without a percentage the new version replaces the current one (a promotion at once). With
+    one, the current version keeps serving and the new one gets that share of the traffic
+    (``promote`` or ``rollback`` ends the canary); a second rollout replaces the canary. How
+    KServe splits traffic depends on the endpoint's mode (``jobs.kube.manifests``). Validated
+    like a new request; applied by a task.
 
-    While a canary lasts the endpoint runs two revisions, each scaling up to
-    ``max_replicas``: up to ``max_replicas`` more pods than it was admitted for. They are
-    admitted against the team's quota when the canary starts (``QuotaRefused`` with the
-    numbers when they do not fit; nothing changes then) and given back when it is
-    promoted. Both go through ``quota_charge``, so stopping the endpoint, the usage
-    re-count and the quota bars all count them. The extra pods run with the endpoint's
-    priority class, so they are admitted only within the limit.
+    While a canary lasts it runs pods beside the endpoint's own (``canary_replicas``): in
+    Knative mode a second revision scaling up to ``max_replicas``; in Standard mode a fixed
+    ``ceil(min_replicas * percent / 100)``. They are admitted against the team's quota when
+    the canary starts (``QuotaRefused`` with the numbers when they do not fit; nothing changes
+    then) and given back when it ends. Both go through ``quota_charge``, so stopping the
+    endpoint, the usage re-count and the quota bars all count them. The extra pods run with
+    the endpoint's priority class, so they are admitted only within the limit.
     """
+    _require_live_endpoint(workload)
+    errors: dict[str, list[str]] = {}
+    try:
+        data = {**request_data(workload), "storage_uri": storage_uri}
+        spec = validate(data, workload.team, workload.pk, check_fit=False)
+    except SpecError as exc:
+        errors.update(exc.errors)
+    try:
+        percent = _canary_percent(canary_traffic_percent)
+    except SpecError as exc:
+        errors.update(exc.errors)
+    if errors:
+        raise SpecError(errors)
+    if percent is not None and not spec.model_format and spec.deployment_mode != "Knative":
+        # KServe's Standard-mode canary (spec.canary) needs a predictor model to merge over.
+        raise SpecError(
+            {
+                "canary_traffic_percent": [
+                    "a canary of an endpoint that runs its own server image is not possible in KServe's "
+                    "Standard mode; roll it out to all traffic instead (leave the share empty)"
+                ]
+            }
+        )
+    if percent is not None and spec.storage_uri == workload.storage_uri:
+        raise SpecError({"storage_uri": ["is the version that already serves; a canary needs a new version"]})
+    if percent is None:
+        changes = {"storage_uri": spec.storage_uri, "canary_storage_uri": "", "canary_traffic_percent": None}
+        note = f"{user.username} rolled out {spec.storage_uri} to all traffic."
+    else:
+        changes = {"canary_storage_uri": spec.storage_uri, "canary_traffic_percent": percent}
+        note = (
+            f"{user.username} rolled out {spec.storage_uri} to {percent}% of the traffic (canary); "
+            f"{workload.storage_uri} serves the rest."
+        )
+    return _change_model(user, workload, changes, note)
+
+
+def promote(user, workload: Workload) -> Workload:
+    """The canary's model version takes all traffic and becomes the endpoint's model."""
+    _require_live_endpoint(workload)
+    if not workload.canary_storage_uri:
+        raise SpecError({"canary": ["this endpoint has no canary to promote"]})
+    changes = {"storage_uri": workload.canary_storage_uri, "canary_storage_uri": "", "canary_traffic_percent": None}
+    note = f"{user.username} promoted the canary {workload.canary_storage_uri} to all traffic."
+    return _change_model(user, workload, changes, note, expect_canary=workload.canary_storage_uri)
+
+
+def rollback(user, workload: Workload) -> Workload:
+    """The canary goes; the current model version takes all traffic again."""
+    _require_live_endpoint(workload)
+    if not workload.canary_storage_uri:
+        raise SpecError({"canary": ["this endpoint has no canary to roll back"]})
+    changes = {"canary_storage_uri": "", "canary_traffic_percent": None}
+    note = (
+        f"{user.username} rolled back the canary {workload.canary_storage_uri}; "
+        f"{workload.storage_uri} serves all traffic."
+    )
+    return _change_model(user, workload, changes, note, expect_canary=workload.canary_storage_uri)
+
+
+def _require_live_endpoint(workload: Workload) -> None:
     if workload.kind != Kind.ENDPOINT or workload.state not in (State.SUBMITTED, State.RUNNING):
-        raise SpecError({"state": ["only a submitted or running endpoint can roll out a new model version"]})
-    data = {**request_data(workload), "storage_uri": storage_uri, "canary_traffic_percent": canary_traffic_percent}
-    data = {k: v for k, v in data.items() if v is not None}
-    spec = validate(data, workload.team, workload.pk, check_fit=False)
-    is_canary = spec.canary_traffic_percent is not None and spec.canary_traffic_percent < 100
-    share = f"{spec.canary_traffic_percent}% of the traffic (canary)" if is_canary else "all traffic"
+        raise SpecError({"state": ["only a submitted or running endpoint can change its model version"]})
+
+
+def _canary_percent(value) -> int | None:
+    if value is None or value == "":
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 100:
+        raise SpecError({"canary_traffic_percent": [f"must be a whole number from 0 to 100, not {value!r}"]})
+    return value
+
+
+def _change_model(user, workload: Workload, changes: dict, note: str, expect_canary: str | None = None) -> Workload:
+    """Lock the endpoint, admit or give back its canary's pods, set the model fields, record
+    why, and apply after commit."""
     with transaction.atomic():
-        current = (
-            Workload.objects.select_for_update()
-            .select_related("team", "offering")
-            .filter(pk=workload.pk, state__in=[State.SUBMITTED, State.RUNNING])
-            .first()
-        )
+        live = Workload.objects.select_for_update().select_related("team", "offering")
+        live = live.filter(pk=workload.pk, state__in=[State.SUBMITTED, State.RUNNING])
+        if expect_canary is not None:
+            live = live.filter(canary_storage_uri=expect_canary)  # a promote and a rollback race: one wins
+        current = live.first()
         if current is None:
-            raise SpecError({"state": ["the endpoint stopped meanwhile"]})
-        # A canary of the version already serving makes no new revision, hence no new pods;
-        # a new version during a canary replaces the canary revision (still two revisions).
-        in_canary = current.canary_replicas > 0
-        canary_replicas = (
-            current.max_replicas if is_canary and (spec.storage_uri != current.storage_uri or in_canary) else 0
-        )
-        note, delta = _charge_canary(current, canary_replicas - current.canary_replicas)
+            raise SpecError({"state": ["the endpoint changed meanwhile; reload and try again"]})
+        canary_replicas = _canary_replicas(current, changes.get("canary_traffic_percent"))
+        quota_note, delta = _charge_canary(current, canary_replicas - current.canary_replicas)
         Workload.objects.filter(pk=current.pk).update(
-            storage_uri=spec.storage_uri,
-            canary_traffic_percent=spec.canary_traffic_percent,
+            **changes,
             canary_replicas=canary_replicas,
             quota_charge=F("quota_charge") + delta,
             updated_at=timezone.now(),
         )
         workload.refresh_from_db()
-        record(workload, f"{user.username} rolled out {spec.storage_uri} to {share}.{note}", actor=user)
+        record(workload, note + quota_note, actor=user)
         _enqueue("apply_workload", workload.pk)
     return workload
+
+
+def _canary_replicas(workload: Workload, percent: int | None) -> int:
+    """Pods a canary of ``percent`` runs beside the endpoint's own (0 without a canary).
+
+    Knative: the canary is a second revision that scales up to ``max_replicas``. Standard
+    (KServe v0.20 ``spec.canary``): a Deployment of ``ceil(min_replicas * percent / 100)``
+    pods; KServe takes them off the stable Deployment's minimum, but the stable one may still
+    scale up to ``max_replicas``, so they count on top.
+    """
+    if percent is None:
+        return 0
+    if (workload.deployment_mode or "Standard") == "Knative":
+        return workload.max_replicas
+    return math.ceil(workload.replicas * percent / 100)
 
 
 def _charge_canary(workload: Workload, more_replicas: int) -> tuple[str, Decimal]:
@@ -682,8 +818,17 @@ def apply_current(workload_id: int, cluster) -> bool:
     workload = Workload.objects.select_related("team", "offering").filter(pk=workload_id).first()
     if workload is None or workload.deleted_at or workload.state not in (State.SUBMITTED, State.RUNNING):
         return False
+    from jobs.kube.errors import ClusterError
+
     objects = workload_objects_of(workload)
-    cluster.apply_all(objects)
+    try:
+        cluster.apply_all(objects)
+    except ClusterError as exc:
+        if exc.transient:
+            raise
+        # The cluster keeps serving what it had; the timeline says why the change did not happen.
+        record(workload, f"The cluster refused the change: {exc}")
+        return False
     Workload.objects.filter(pk=workload.pk).update(applied_manifests=objects)
     return True
 

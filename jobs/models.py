@@ -79,7 +79,13 @@ class Workload(models.Model):
     max_runtime_seconds = models.PositiveIntegerField(null=True, blank=True)
     model_format = models.CharField(max_length=40, blank=True)
     storage_uri = models.CharField(max_length=500, blank=True)
+    # Endpoints: a canary is the model version ``canary_storage_uri`` taking
+    # ``canary_traffic_percent`` of the traffic while ``storage_uri`` serves the rest.
+    canary_storage_uri = models.CharField(max_length=500, blank=True)
     canary_traffic_percent = models.PositiveSmallIntegerField(null=True, blank=True)
+    # Endpoints: KServe's deployment mode chosen at creation ("Standard" or "Knative"); KServe
+    # never lets it change afterwards.
+    deployment_mode = models.CharField(max_length=16, blank=True)
     # Replicas a canary revision may run beside the endpoint's own while a canary rollout
     # lasts (KServe keeps both revisions); counted in quota_charge until it is promoted.
     canary_replicas = models.PositiveIntegerField(default=0)
@@ -106,6 +112,8 @@ class Workload(models.Model):
     failure = models.JSONField(default=dict, blank=True)
     url = models.URLField(blank=True, max_length=500)
     applied_manifests = models.JSONField(default=list, blank=True)
+    # Endpoints: the traffic split KServe reports ([{role, percent, revision, ready}], stable first).
+    cluster_traffic = models.JSONField(default=list, blank=True)
     submit_attempts = models.PositiveIntegerField(default=0)
 
     created_at = models.DateTimeField(default=timezone.now, db_index=True)

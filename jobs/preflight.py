@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import yaml
@@ -115,7 +115,7 @@ def portal_needs(profile: Any, namespace_prefix: str = "team-") -> PortalNeeds:
     storage), so every pod-spec field the builders can set on a predictor is seen.
     """
     from jobs.kube.manifests import team_objects, workload_objects
-    from jobs.specs import TeamRef, WorkloadSpec
+    from jobs.specs import TeamRef, WorkloadSpec, endpoint_deployment_mode
 
     team = TeamRef("preflight", f"{namespace_prefix}preflight")
     endpoints = []
@@ -131,6 +131,9 @@ def portal_needs(profile: Any, namespace_prefix: str = "team-") -> PortalNeeds:
             storage_uri="s3://models/preflight",
             queueing=profile.queueing,
         )
+        # The mode the portal names on each endpoint (the profile's; DRA endpoints Standard).
+        mode = endpoint_deployment_mode(offering, spec.gpus_per_replica, profile.kserve_deployment_mode)
+        spec = replace(spec, deployment_mode=mode)
         for obj in workload_objects(spec):
             if obj.get("kind") == "InferenceService":
                 endpoints.append(

@@ -83,7 +83,6 @@ class WorkloadRequestSerializer(serializers.Serializer):
     max_replicas = serializers.IntegerField(required=False)
     model_format = serializers.CharField(required=False)
     storage_uri = serializers.CharField(required=False)
-    canary_traffic_percent = serializers.IntegerField(required=False)
     wants_exception = serializers.BooleanField(
         required=False, help_text="Over quota: wait for a platform admin's approval instead of being refused."
     )
@@ -180,8 +179,10 @@ class WorkloadDetailSerializer(WorkloadSerializer):
             "max_runtime_seconds",
             "model_format",
             "storage_uri",
+            "canary_storage_uri",
             "canary_traffic_percent",
             "canary_replicas",
+            "deployment_mode",
             "timeline",
         ]
         read_only_fields = fields

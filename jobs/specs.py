@@ -324,7 +324,23 @@ class WorkloadSpec:
     model_format: str = ""
     storage_uri: str = ""
     canary_traffic_percent: int | None = None
+    canary_storage_uri: str = ""  # endpoints: the model version under test (set by a rollout, never requested)
     queueing: str = "volcano"  # the cluster's queueing backend: "volcano" | "kueue"
+    # Endpoints: KServe's serving.kserve.io/deploymentMode, "Standard" | "Knative"
+    # (``endpoint_deployment_mode``); written explicitly because KServe's install default is Knative.
+    deployment_mode: str = "Standard"
+
+
+def endpoint_deployment_mode(offering: OfferingLike, gpus_per_replica: int, cluster_mode: str) -> str:
+    """The KServe deployment mode of one endpoint: the cluster's, except that DRA needs Standard.
+
+    Knative Serving (v1.21, the release KServe v0.20 installs) never lets a pod template carry
+    ``resourceClaims``, whatever its feature flags say, so an endpoint on a DRA offering is a
+    plain Deployment (Standard mode) even on a cluster that serves the rest with Knative.
+    """
+    if offering.request_mode == "dra" and gpus_per_replica > 0:
+        return "Standard"
+    return cluster_mode
 
 
 @dataclass(frozen=True, eq=False)

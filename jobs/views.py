@@ -317,8 +317,35 @@ def workload_detail(request, pk: int):
         "can_start": workload.kind == Kind.NOTEBOOK and workload.state == State.STOPPED,
         "can_manage": can_manage_team(request.user, workload.team),
         "kind_title": KIND_TITLES[workload.kind],
+        **_traffic_context(workload),
     }
     return render(request, "jobs/workload_detail.html", context)
+
+
+def _traffic_context(workload: Workload) -> dict:
+    """An endpoint's traffic rows: what KServe reports, each with the model version it serves.
+
+    Until the cluster reports a split that matches the requested canary (the task applies it
+    after the page's POST), the requested split is shown and says so.
+    """
+    if workload.kind != Kind.ENDPOINT:
+        return {}
+    observed = [dict(share) for share in workload.cluster_traffic or []]
+    wants_canary = bool(workload.canary_storage_uri) and workload.canary_traffic_percent is not None
+    has_canary = any(share.get("role") == "canary" for share in observed)
+    requested = wants_canary != has_canary
+    if requested:
+        percent = workload.canary_traffic_percent or 0
+        observed = [{"role": "stable", "percent": 100 - percent, "revision": "", "ready": None}]
+        if wants_canary:
+            observed.append({"role": "canary", "percent": percent, "revision": "", "ready": None})
+    for share in observed:
+        share["model"] = workload.canary_storage_uri if share.get("role") == "canary" else workload.storage_uri
+    return {
+        "traffic_rows": observed,
+        "traffic_requested": requested,
+        "traffic_by_replicas": workload.deployment_mode != "Knative" and len(observed) > 1,
+    }
 
 
 @login_required
@@ -434,6 +461,23 @@ def workload_start(request, pk: int):
     return redirect("workload-detail", pk=pk)
 
 
+# Human names of the fields a model-version change can complain about (the API keeps the keys).
+_ROLLOUT_FIELDS = {
+    "storage_uri": "New model version",
+    "canary_traffic_percent": "Canary traffic percent",
+    "canary": "Canary",
+    "state": "Endpoint",
+}
+
+
+def _rollout_error(exc: SpecError) -> str:
+    return " ".join(
+        f"{_ROLLOUT_FIELDS.get(field, field.replace('_', ' ').capitalize())}: {message}"
+        for field, messages in exc.errors.items()
+        for message in messages
+    )
+
+
 @login_required
 @require_POST
 def workload_rollout(request, pk: int):
@@ -443,16 +487,42 @@ def workload_rollout(request, pk: int):
     try:
         percent = int(raw_percent) if raw_percent else None
     except ValueError:
-        messages.error(request, f"canary_traffic_percent: must be a whole number from 0 to 100, not {raw_percent!r}")
+        messages.error(request, f"Canary traffic percent: must be a whole number from 0 to 100, not {raw_percent!r}")
         return redirect("workload-detail", pk=pk)
     try:
         lifecycle.rollout(request.user, workload, request.POST.get("storage_uri", "").strip(), percent)
     except SpecError as exc:
-        messages.error(request, " ".join(f"{k}: {m}" for k, ms in exc.errors.items() for m in ms))
+        messages.error(request, _rollout_error(exc))
     except QuotaRefused as exc:
         messages.error(request, f"Not rolled out: {exc}")
     else:
-        messages.success(request, f"{workload} is rolling out the new model version.")
+        share = "all traffic" if percent is None else f"{percent}% of the traffic as a canary"
+        messages.success(request, f"{workload} is rolling out the new model version to {share}.")
+    return redirect("workload-detail", pk=pk)
+
+
+@login_required
+@require_POST
+def workload_promote(request, pk: int):
+    """The canary's model version takes all traffic."""
+    return _canary_action(request, pk, lifecycle.promote, "{} is promoting its canary to all traffic.")
+
+
+@login_required
+@require_POST
+def workload_rollback(request, pk: int):
+    """The canary goes; the current model version takes all traffic again."""
+    return _canary_action(request, pk, lifecycle.rollback, "{} is rolling back its canary.")
+
+
+def _canary_action(request, pk: int, change, done: str):
+    workload = _workload(request.user, pk)
+    try:
+        change(request.user, workload)
+    except SpecError as exc:
+        messages.error(request, _rollout_error(exc))
+    else:
+        messages.success(request, done.format(workload))
     return redirect("workload-detail", pk=pk)
 
 

@@ -28,6 +28,9 @@ QUEUEING_BACKENDS = ("volcano", "kueue")
 # How the cluster's add-ons are configured: "recommended" is what the portal needs (README, cluster_check),
 # "stock" is each upstream project's shipped default. Only the sandbox reads it, to play that cluster.
 CLUSTER_SETUPS = ("recommended", "stock")
+# KServe deployment modes the portal builds endpoints for (v0.20 names; "Serverless" and
+# "RawDeployment" are KServe's legacy spellings of the same two).
+KSERVE_DEPLOYMENT_MODES = ("Standard", "Knative")
 _SLUG = re.compile(r"^[a-z0-9]([a-z0-9.-]{0,61}[a-z0-9])?$")
 
 
@@ -180,6 +183,9 @@ class ClusterProfile:
     offerings: dict[str, Offering]
     description: str = ""
     cluster_setup: str = "recommended"
+    # How endpoints are served: "Standard" (a Deployment; no Knative) unless the cluster runs
+    # Knative and wants scale to zero. DRA endpoints are Standard either way (jobs.specs).
+    kserve_deployment_mode: str = "Standard"
 
 
 def load_profile(path: str | Path) -> ClusterProfile:
@@ -199,7 +205,11 @@ def load_profile(path: str | Path) -> ClusterProfile:
 def parse_profile(data: Any) -> ClusterProfile:
     if not isinstance(data, dict):
         raise ProfileError("the profile must be a mapping")
-    _known(data, "", {"name", "description", "queueing", "cluster_setup", "node_pools", "offerings"})
+    _known(
+        data,
+        "",
+        {"name", "description", "queueing", "cluster_setup", "kserve_deployment_mode", "node_pools", "offerings"},
+    )
     name = _str(data, "name", "")
     queueing = _str(data, "queueing", "", default="volcano")
     if queueing not in QUEUEING_BACKENDS:
@@ -207,6 +217,11 @@ def parse_profile(data: Any) -> ClusterProfile:
     cluster_setup = _str(data, "cluster_setup", "", default="recommended")
     if cluster_setup not in CLUSTER_SETUPS:
         raise ProfileError(f"cluster_setup: must be one of {', '.join(CLUSTER_SETUPS)}, not {cluster_setup!r}")
+    serving_mode = _str(data, "kserve_deployment_mode", "", default="Standard")
+    if serving_mode not in KSERVE_DEPLOYMENT_MODES:
+        raise ProfileError(
+            f"kserve_deployment_mode: must be one of {', '.join(KSERVE_DEPLOYMENT_MODES)}, not {serving_mode!r}"
+        )
     pools: dict[str, NodePool] = {}
     for i, raw in enumerate(_list(data, "node_pools", "")):
         pool = _parse_pool(raw, f"node_pools[{i}]")
@@ -219,7 +234,9 @@ def parse_profile(data: Any) -> ClusterProfile:
         if offering.slug in offerings:
             raise ProfileError(f"offerings[{i}].slug: offering {offering.slug!r} is defined twice")
         offerings[offering.slug] = offering
-    return ClusterProfile(name, queueing, pools, offerings, str(data.get("description", "")), cluster_setup)
+    return ClusterProfile(
+        name, queueing, pools, offerings, str(data.get("description", "")), cluster_setup, serving_mode
+    )
 
 
 def _parse_pool(raw: Any, where: str) -> NodePool:

@@ -34,7 +34,8 @@ How a request flows through the modules:
     server.py (HTTP, auth, discovery, watch streams, /sandbox/v1 control, /metrics)
       -> faults.py (injected failures) -> api.py (verbs: create/get/list/update/patch/apply/delete)
            -> validation.py, schemas.py (CRDs), cel.py (DRA selectors), apply.py (managedFields),
-              patches.py, selectors.py, podsecurity.py + controllers/quotas.py (admission)
+              patches.py, selectors.py, podsecurity.py + controllers/quotas.py (admission),
+              controllers/inference.py webhook + knative.py (KServe's and Knative's validating webhooks)
            -> store.py (objects, resourceVersions, the event log watches read, persistence)
     cluster.py (wiring, clock.py, the controller loop) -> controllers/ (one module per upstream
       controller) -> scheduler.py (placement, devices from world.py) -> controllers/kubelet.py

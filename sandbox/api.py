@@ -117,6 +117,9 @@ class Api:
         self.catalog = catalog
         self.rng = rng
         self.admission = admission
+        # Add-ons' validating webhooks (KServe, Knative): (store, new, old or None, kind) -> raise
+        # ApiError; run on every client create and update, after the built-in validation.
+        self.webhook: Callable[[Store, dict[str, Any], dict[str, Any] | None, Kind], None] | None = None
         self._local = threading.local()
         # called (under the store lock) after an object is gone; the sandbox records Killing events
         self.on_deleted: Callable[[Kind, dict[str, Any]], None] | None = None
@@ -306,6 +309,8 @@ class Api:
                 normalize_quantities(kind, obj)
             if not internal:
                 self._validate(kind, obj, None, version)
+                if self.webhook is not None:
+                    self.webhook(self.store, obj, None, kind)
             if self.admission is not None and kind.namespaced:
                 self.admission(self.store, obj, kind)
             if entries is None:
@@ -420,6 +425,8 @@ class Api:
             new["metadata"]["generation"] = int(old_meta.get("generation", 1)) + 1
         if not internal:
             self._validate(kind, new, old, version)
+            if self.webhook is not None and subresource != "status":
+                self.webhook(self.store, new, old, kind)
         if entries is None:
             entries = record_write(
                 parse_entries(old),

@@ -23,7 +23,7 @@ from portal.cluster_profile import ClusterProfile, load_profile
 from sandbox import metrics, podsecurity, setup_objects
 from sandbox.api import Api
 from sandbox.clock import Clock, iso
-from sandbox.controllers import kueue, run_pass
+from sandbox.controllers import inference, kueue, run_pass
 from sandbox.controllers.base import Ctx
 from sandbox.controllers.kubelet import on_pod_deleted
 from sandbox.controllers.quotas import admit
@@ -95,6 +95,7 @@ class Sandbox:
         admission = _admit_with_kueue if kueue.enabled(self) else _admit
         self.api = Api(self.registry, self.store, self.clock, self.catalog, self.rng, admission)
         self.api.on_deleted = self._on_deleted
+        self.api.webhook = inference.webhook
         self.state_path = Path(state_path) if state_path else None
         self.token = secrets.token_hex(24)
         self.controller_errors: list[str] = []

@@ -110,6 +110,7 @@ KINDS: tuple[Kind, ...] = (
     ),
     _k("serving.kserve.io", ["v1alpha1"], "servingruntimes", "ServingRuntime", True, custom=True),
     _k("serving.kserve.io", ["v1alpha1"], "clusterservingruntimes", "ClusterServingRuntime", False, custom=True),
+    _k("serving.kserve.io", ["v1alpha1"], "clusterstoragecontainers", "ClusterStorageContainer", False, custom=True),
     # Volcano (PodGroup has no status subresource in the upstream CRD)
     _k("batch.volcano.sh", ["v1alpha1"], "jobs", "Job", True, status=True, short_names=("vcjob", "vj"), custom=True),
     _k("scheduling.volcano.sh", ["v1beta1"], "queues", "Queue", False, status=True, short_names=("q",), custom=True),

@@ -42,3 +42,7 @@ from sandbox import kueue_config, volcano_config  # noqa: E402
 from sandbox.gpu_operator import exporter_daemonsets  # noqa: E402
 
 SEEDERS.extend((exporter_daemonsets, volcano_config.seed, kueue_config.seed))
+
+from sandbox import kserve_config  # noqa: E402
+
+SEEDERS.append(kserve_config.seed)

@@ -146,6 +146,10 @@ VOLCANO_JOB_API = "batch.volcano.sh/v1alpha1"
 JOBSET_API = "jobset.x-k8s.io/v1alpha2"
 VOLCANO_QUEUE_API = "scheduling.volcano.sh/v1beta1"
 KSERVE_API = "serving.kserve.io/v1beta1"
+KSERVE_DEPLOYMENT_MODE_ANNOTATION = "serving.kserve.io/deploymentMode"
+KSERVE_STANDARD = "Standard"  # KServe v0.20's name for RawDeployment: a Deployment, Service and HPA
+KSERVE_KNATIVE = "Knative"  # v0.20's name for Serverless: a Knative Service with revisions
+CANARY_PREDICTOR = "canary"  # spec.canary[].predictor.name: its Deployment is <name>-canary-predictor
 DRA_API = "resource.k8s.io/v1"
 
 SCHEDULER_NAME = "volcano"
@@ -1084,12 +1088,29 @@ def _jobset(spec: WorkloadSpec) -> dict[str, Any]:
 
 
 def _inference_service(spec: WorkloadSpec) -> dict[str, Any]:
+    """An InferenceService in the endpoint's KServe mode, named explicitly on the object.
+
+    KServe's install default is Knative (the shipped ``inferenceservice-config`` says
+    "Serverless"), so an unannotated endpoint would become a Knative Service whatever the
+    portal meant. In Knative mode the predictor's pod fields become a Knative revision
+    template, which Knative Serving validates against its field mask (see
+    ``_knative_pod``); in Standard mode they become a plain Deployment's pod.
+    """
     name = workload_name(spec.name)
+    knative = spec.deployment_mode == KSERVE_KNATIVE
+    if knative and _uses_dra(spec):
+        # Knative Serving never allows resourceClaims; jobs.specs.endpoint_deployment_mode picks Standard.
+        raise ValueError("an endpoint on a DRA offering must use KServe's Standard mode")
+    canary = bool(spec.canary_storage_uri) and spec.canary_traffic_percent is not None
+    if canary and not knative and not spec.model_format:
+        raise ValueError("a Standard-mode canary needs a model endpoint (spec.canary merges over predictor.model)")
+    # Knative keeps the previous revision for the rest of the traffic: the predictor is the canary.
+    storage_uri = spec.canary_storage_uri if canary and knative else spec.storage_uri
     predictor: dict[str, Any] = {
         "minReplicas": spec.replicas,
         "maxReplicas": spec.max_replicas,
     }
-    if spec.canary_traffic_percent is not None:
+    if canary and knative:
         predictor["canaryTrafficPercent"] = spec.canary_traffic_percent
     # The predictor's labels and annotations go onto its pods (Kueue's pod integration
     # queues each of them by its label).
@@ -1098,9 +1119,12 @@ def _inference_service(spec: WorkloadSpec) -> dict[str, Any]:
         predictor["annotations"] = _queue_annotation(spec)
     pod = _pod_spec(spec, [])
     del pod["containers"]
+    if knative:
+        pod = _knative_pod(pod)
     predictor.update(pod)
+    container_security = _knative_container_security_context() if knative else container_security_context()
     if spec.model_format:
-        model: dict[str, Any] = {"modelFormat": {"name": spec.model_format}, "storageUri": spec.storage_uri}
+        model: dict[str, Any] = {"modelFormat": {"name": spec.model_format}, "storageUri": storage_uri}
         if spec.image:
             model["image"] = spec.image  # a patched build of the runtime's server
         if spec.args:
@@ -1108,19 +1132,64 @@ def _inference_service(spec: WorkloadSpec) -> dict[str, Any]:
         if spec.env:
             model["env"] = _env(spec)
         model["resources"] = _resources(spec)
-        model["securityContext"] = container_security_context()
+        model["securityContext"] = container_security
         model["volumeMounts"] = [_shm_mount()]
         predictor["model"] = model
     else:
         # KServe's storage initializer also serves custom containers that name STORAGE_URI.
-        extra = {"STORAGE_URI": spec.storage_uri} if spec.storage_uri else None
-        predictor["containers"] = [_container(spec, "kserve-container", extra_env=extra)]
+        extra = {"STORAGE_URI": storage_uri} if storage_uri else None
+        container = _container(spec, "kserve-container", extra_env=extra)
+        container["securityContext"] = container_security
+        predictor["containers"] = [container]
     return {
         "apiVersion": KSERVE_API,
         "kind": "InferenceService",
-        "metadata": _metadata(spec, name),
-        "spec": {"predictor": predictor},
+        "metadata": _metadata(
+            spec, name, annotations={KSERVE_DEPLOYMENT_MODE_ANNOTATION: spec.deployment_mode or KSERVE_STANDARD}
+        ),
+        "spec": {"predictor": predictor, **({"canary": [_standard_canary(spec)]} if canary and not knative else {})},
     }
+
+
+def _standard_canary(spec: WorkloadSpec) -> dict[str, Any]:
+    """KServe v0.20's Standard-mode canary: a second Deployment of the predictor with another model.
+
+    KServe merges ``predictor`` over the stable predictor, so only the model version changes;
+    the canary may not set replicas or autoscaling of its own (it gets
+    ``ceil(minReplicas * trafficPercent / 100)`` replicas, taken from the stable Deployment).
+    KServe accepts ``spec.canary`` only with the Standard annotation set explicitly.
+    """
+    return {
+        "predictor": {
+            "name": CANARY_PREDICTOR,
+            "model": {
+                "name": "kserve-container",  # the schema requires it; KServe's name for the model container
+                "modelFormat": {"name": spec.model_format},
+                "storageUri": spec.canary_storage_uri,
+            },
+        },
+        "trafficPercent": spec.canary_traffic_percent,
+    }
+
+
+def _knative_pod(pod: dict[str, Any]) -> dict[str, Any]:
+    """The predictor's pod fields as Knative Serving accepts them.
+
+    Knative's field mask never allows ``securityContext.fsGroupChangePolicy`` and allows a
+    pod-level ``securityContext`` only with the ``kubernetes.podspec-securitycontext`` flag,
+    so the pod gets none: every container carries the restricted settings itself
+    (``_knative_container_security_context``), which needs no flag. No endpoint mounts a
+    writable volume, so nothing needs ``fsGroup``. What the portal's placement does need
+    (``schedulerName``, ``priorityClassName``, ``nodeSelector``, ``affinity``,
+    ``tolerations``) stays: the cluster must enable those flags in ConfigMap
+    ``knative-serving/config-features`` (README, "KServe"), or Knative refuses the endpoint.
+    """
+    pod = {k: v for k, v in pod.items() if k != "securityContext"}
+    return pod
+
+
+def _knative_container_security_context() -> dict[str, Any]:
+    return {**container_security_context(), "runAsUser": RUN_AS_USER, "runAsGroup": RUN_AS_GROUP}
 
 
 # -- team and cluster objects -------------------------------------------------------------

@@ -67,12 +67,23 @@ class Failure:
 
 
 @dataclass(frozen=True)
+class TrafficShare:
+    """One target of an endpoint's traffic: the stable model version or a canary."""
+
+    role: str  # "stable" | "canary"
+    percent: int
+    revision: str = ""  # Knative: the revision; Standard: the canary's name ("" for the stable Deployment)
+    ready: bool = True
+
+
+@dataclass(frozen=True)
 class Observed:
     phase: str  # "missing" | "pending" | "running" | "succeeded" | "failed" | "stopped"
     message: str = ""
     url: str = ""
     started_at: datetime | None = None
     failure: Failure | None = None  # set when phase is "failed" and a pod says why
+    traffic: tuple[TrafficShare, ...] = ()  # endpoints: how requests are split, as KServe reports it
 
 
 def _condition(obj: dict, type_: str) -> dict | None:
@@ -308,9 +319,55 @@ def _volcano_job(job: dict, pods: Sequence[dict], expected: int) -> Observed:
 
 
 def _inference_service(isvc: dict, pods: Sequence[dict]) -> Observed:
+    """KServe's Ready condition; while not ready, the pods' reason or the condition's message.
+
+    An endpoint that was ready stays running while a new version rolls out (Knative keeps the
+    previous revision serving; a Deployment rolls), so only ``Ready`` decides.
+    """
     url = (isvc.get("status") or {}).get("url") or ""
+    traffic = traffic_split(isvc)
     if _is_true(isvc, "Ready"):
-        return Observed("running", "Endpoint is ready.", url=url, started_at=_running_since(pods))
-    ready = _condition(isvc, "Ready")
+        return Observed("running", "Endpoint is ready.", url=url, started_at=_running_since(pods), traffic=traffic)
+    ready = _condition(isvc, "Ready") or _condition(isvc, "PredictorReady")
     message = pending_reason(pods) or (ready or {}).get("message") or ""
-    return Observed("pending", message, url=url)
+    return Observed("pending", message, url=url, traffic=traffic)
+
+
+def traffic_split(isvc: dict) -> tuple[TrafficShare, ...]:
+    """How an InferenceService's predictor traffic is split, from its status.
+
+    * Knative mode: ``components.predictor.traffic``; with ``canaryTrafficPercent`` two
+      targets, the latest revision (the canary, ``latestRevision: true``) and the previous
+      rolled-out one (stable, tag ``prev``). A revision is ready when it is the latest ready
+      one or no longer the latest (it served before).
+    * Standard mode (KServe v0.20 ``spec.canary``): ``canaryStatuses`` give each canary's
+      name, share and readiness; the stable Deployment has the rest (all of it without
+      canaries) and is ready when ``PredictorReady`` is.
+    """
+    status = isvc.get("status") or {}
+    predictor = (status.get("components") or {}).get("predictor") or {}
+    targets = [t for t in predictor.get("traffic") or [] if isinstance(t, dict) and t.get("percent") is not None]
+    if targets:
+        latest_ready = predictor.get("latestReadyRevision") or ""
+        split = len(targets) > 1
+        shares = []
+        for t in targets:
+            canary = split and bool(t.get("latestRevision"))
+            revision = t.get("revisionName") or ""
+            ready = revision == latest_ready or not t.get("latestRevision")
+            shares.append(TrafficShare("canary" if canary else "stable", int(t["percent"]), revision, ready))
+        return tuple(sorted(shares, key=lambda share: share.role != "stable"))
+    canaries = [c for c in status.get("canaryStatuses") or [] if isinstance(c, dict)]
+    if canaries:
+        rest = 100 - sum(int(c.get("trafficPercent") or 0) for c in canaries)
+        stable = TrafficShare("stable", max(rest, 0), "", _is_true(isvc, "PredictorReady"))
+        return (
+            stable,
+            *(
+                TrafficShare("canary", int(c.get("trafficPercent") or 0), str(c.get("name", "")), bool(c.get("ready")))
+                for c in canaries
+            ),
+        )
+    if status.get("deploymentMode") in ("Standard", "RawDeployment") and status.get("conditions"):
+        return (TrafficShare("stable", 100, "", _is_true(isvc, "PredictorReady")),)  # one Deployment
+    return ()

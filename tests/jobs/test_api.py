@@ -220,17 +220,25 @@ def test_a_new_model_version_rolls_out_as_a_canary_then_is_promoted(api, cast, q
         format="json",
     )
     assert response.status_code == 200, response.content
-    assert (
-        "rolled out s3://models/sentiment/v2 to 10% of the traffic (canary)"
-        in response.json()["timeline"][-1]["message"]
+    body = response.json()
+    assert "rolled out s3://models/sentiment/v2 to 10% of the traffic (canary)" in body["timeline"][-1]["message"]
+    assert (body["storage_uri"], body["canary_storage_uri"], body["canary_traffic_percent"]) == (
+        "s3://models/sentiment/v1",
+        "s3://models/sentiment/v2",
+        10,
     )
     assert lifecycle.apply_current(w.pk, cluster)
-    predictor = cluster.applied[-1]["spec"]["predictor"]
-    assert predictor["canaryTrafficPercent"] == 10
-    assert predictor["model"]["storageUri"] == "s3://models/sentiment/v2"
-    api.post(f"/api/v1/workloads/{w.pk}/rollout/", {"storage_uri": "s3://models/sentiment/v2"}, format="json")
+    isvc = cluster.applied[-1]
+    assert isvc["spec"]["predictor"]["model"]["storageUri"] == "s3://models/sentiment/v1"
+    assert isvc["spec"]["canary"][0]["predictor"]["model"]["storageUri"] == "s3://models/sentiment/v2"
+    promoted = api.post(f"/api/v1/workloads/{w.pk}/promote/", format="json")
+    assert promoted.status_code == 200, promoted.content
+    assert (promoted.json()["storage_uri"], promoted.json()["canary_storage_uri"]) == ("s3://models/sentiment/v2", "")
     lifecycle.apply_current(w.pk, cluster)
-    assert "canaryTrafficPercent" not in cluster.applied[-1]["spec"]["predictor"]
+    assert "canary" not in cluster.applied[-1]["spec"]
+    assert cluster.applied[-1]["spec"]["predictor"]["model"]["storageUri"] == "s3://models/sentiment/v2"
+    again = api.post(f"/api/v1/workloads/{w.pk}/promote/", format="json")
+    assert again.status_code == 400 and again.json()["canary"] == ["this endpoint has no canary to promote"]
 
 
 def test_a_rollout_names_the_bad_field_and_only_endpoints_roll_out(api, cast, quota):

@@ -206,7 +206,7 @@ def test_a_rollout_is_not_blocked_by_a_cluster_that_shrank(cast, catalog, big_qu
     Offering.objects.filter(slug="h100-80gb").update(node_units=[8])  # one node left
     lifecycle.rollout(cast.alice, workload, "s3://models/v2", 10)
     workload.refresh_from_db()
-    assert workload.storage_uri == "s3://models/v2"
+    assert workload.canary_storage_uri == "s3://models/v2"
 
 
 # -- the approvals console -------------------------------------------------------------------

@@ -4,6 +4,7 @@ configuration files (from ../shared/reference) and objects built here."""
 from __future__ import annotations
 
 import copy
+from dataclasses import replace
 
 import pytest
 import yaml
@@ -41,6 +42,12 @@ def by_setting(findings: list[preflight.Finding]) -> dict[str, preflight.Finding
 @pytest.fixture(scope="module")
 def demo() -> PortalNeeds:
     return preflight.portal_needs(load_profile(DEMO_PROFILE))
+
+
+@pytest.fixture(scope="module")
+def knative_demo() -> PortalNeeds:
+    """The demo cluster with endpoints served by Knative (kserve_deployment_mode: Knative)."""
+    return preflight.portal_needs(replace(load_profile(DEMO_PROFILE), kserve_deployment_mode="Knative"))
 
 
 @pytest.fixture(scope="module")
@@ -101,13 +108,16 @@ def test_fieldrefs_and_never_allowed_fields_are_found_in_a_predictor():
 # -- KServe ----------------------------------------------------------------------------------
 
 
-def test_upstream_kserve_defaults_to_knative_which_cannot_run_dra_endpoints(demo):
-    findings, mode = preflight.check_kserve(upstream_configmap("kserve/inferenceservice-config.yaml"), None, demo)
+def test_kserves_knative_default_does_not_matter_because_every_endpoint_names_its_mode(demo, knative_demo):
+    cm = upstream_configmap("kserve/inferenceservice-config.yaml")
+    findings, mode = preflight.check_kserve(cm, None, demo)
     assert mode == "Knative"
-    modes = [f for f in findings if f.setting == "deploy.defaultDeploymentMode"]
-    assert modes[0].status == OK and modes[0].detail.startswith("Serverless (endpoints run as Knative: ")
-    assert modes[1].status == FIX and "h100-80gb-dra" in modes[1].detail and "resourceClaims" in modes[1].detail
-    assert '"defaultDeploymentMode": "Standard"' in modes[1].fix
+    [deploy] = [f for f in findings if f.setting == "deploy.defaultDeploymentMode"]
+    assert deploy.status == OK and deploy.detail.startswith("Serverless (endpoints run as Standard: ")
+    findings, _ = preflight.check_kserve(cm, None, knative_demo)
+    [deploy] = [f for f in findings if f.setting == "deploy.defaultDeploymentMode"]
+    # DRA endpoints are Standard on a Knative cluster: Knative never allows resourceClaims
+    assert deploy.status == OK and deploy.detail.endswith("; Standard: h100-80gb-dra)")
 
 
 def test_upstream_storage_initializer_is_rejected_by_restricted_team_namespaces(demo):
@@ -168,14 +178,13 @@ def test_a_config_without_a_deploy_entry_is_named(demo):
 # -- Knative ---------------------------------------------------------------------------------
 
 
-def test_upstream_knative_feature_flags_reject_the_fields_the_portal_sets(demo):
+def test_upstream_knative_feature_flags_reject_the_fields_the_portal_sets(knative_demo):
     findings = by_setting(
-        preflight.check_knative(upstream_configmap("knative-serving/config-features.yaml"), demo, "Knative")
+        preflight.check_knative(upstream_configmap("knative-serving/config-features.yaml"), knative_demo, "Knative")
     )
     for flag in (
         "kubernetes.podspec-schedulername",
         "kubernetes.podspec-priorityclassname",
-        "kubernetes.podspec-securitycontext",
         "kubernetes.podspec-nodeselector",
         "kubernetes.podspec-tolerations",
         "kubernetes.podspec-affinity",
@@ -184,26 +193,32 @@ def test_upstream_knative_feature_flags_reject_the_fields_the_portal_sets(demo):
         assert "'disabled' (upstream default)" in findings[flag].detail
         assert f'"{flag}":"enabled"' in findings[flag].fix
     assert findings["kubernetes.podspec-volumes-emptydir"].status == OK
-    assert findings["resourceClaims"].status == FIX and "h100-80gb-dra" in findings["resourceClaims"].detail
+    # Knative-mode predictors carry the restricted settings per container and no DRA claims
+    assert "kubernetes.podspec-securitycontext" not in findings
+    assert "resourceClaims" not in findings and "securityContext.fsGroupChangePolicy" not in findings
 
 
-def test_enabled_flags_pass_and_allowed_is_not_enough_where_knative_wants_exactly_enabled(demo):
-    flags = {flag for e in demo.endpoints for flag in preflight.knative_needs(e.predictor).flags}
+def test_enabled_flags_pass_and_allowed_is_not_enough_where_knative_wants_exactly_enabled(knative_demo):
+    flags = {flag for e in knative_demo.endpoints for flag in preflight.knative_needs(e.predictor).flags}
     data = {flag: "allowed" for flag in flags}
     findings = by_setting(
-        preflight.check_knative(configmap("knative-serving", "config-features", data), demo, "Knative")
+        preflight.check_knative(configmap("knative-serving", "config-features", data), knative_demo, "Knative")
     )
     assert findings["kubernetes.podspec-schedulername"].status == OK
     assert findings["kubernetes.podspec-volumes-emptydir"].status == FIX  # exactly "enabled"
     data = {flag: "enabled" for flag in flags}
-    findings = preflight.check_knative(configmap("knative-serving", "config-features", data), demo, "Knative")
-    assert [f for f in findings if f.setting.startswith("kubernetes.") and f.status != OK] == []
-    assert "resourceClaims" in {f.setting for f in findings if f.status == FIX}  # no flag allows DRA claims
+    findings = preflight.check_knative(configmap("knative-serving", "config-features", data), knative_demo, "Knative")
+    assert [f for f in findings if f.status != OK] == []
 
 
-def test_a_missing_knative_is_named_when_endpoints_need_it(demo):
-    (finding,) = preflight.check_knative(None, demo, "Knative", namespace="serving")
+def test_a_missing_knative_is_named_when_endpoints_need_it(knative_demo):
+    (finding,) = preflight.check_knative(None, knative_demo, "Knative", namespace="serving")
     assert finding.status == NOT_FOUND and finding.source == "ConfigMap serving/config-features"
+
+
+def test_a_standard_cluster_needs_no_knative(demo):
+    (finding,) = preflight.check_knative(None, demo, "Knative")
+    assert finding.status == OK and "no endpoint runs in Knative mode" in finding.detail
 
 
 # -- Volcano ---------------------------------------------------------------------------------

@@ -239,7 +239,8 @@ def test_an_endpoint_serving_a_model_on_a_shared_l4():
                 "name": "iris",
                 "namespace": "team-vision",
                 "labels": labels,
-                "annotations": {"description": "iris classifier"},
+                # KServe's install default is Knative: the portal always names the mode it built for.
+                "annotations": {"description": "iris classifier", "serving.kserve.io/deploymentMode": "Standard"},
             },
             "spec": {
                 "predictor": {

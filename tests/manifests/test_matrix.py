@@ -8,6 +8,7 @@ and the GPU must be requested exactly the way the offering says.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -49,6 +50,8 @@ CASES: dict[str, dict[str, Any]] = {
         "max_replicas": 4,
     },
 }
+# The model version a rollout put under test (a rollout sets it, a request never does).
+CANARY_VERSIONS = {"endpoint-canary": "hf://meta-llama/Llama-3.2-3B"}
 MATRIX = [(o, c) for o in GPUS for c in CASES]
 
 
@@ -57,6 +60,7 @@ def build(offering: str, case: str) -> tuple[WorkloadSpec, list[dict[str, Any]]]
     s = spec(
         fields.pop("kind"), offering=offering, gpus_per_replica=GPUS[offering], name=case, workload_id=42, **fields
     )
+    s = replace(s, canary_storage_uri=CANARY_VERSIONS.get(case, ""))
     return s, workload_objects(s)
 
 
@@ -228,12 +232,15 @@ def test_a_torch_trainjob_names_the_runtime_of_its_priority_class_and_its_deadli
     assert job["spec"]["trainer"]["numProcPerNode"] == 2
 
 
-def test_an_endpoint_scales_between_its_replicas_and_sets_canary_traffic_only_when_asked():
+def test_an_endpoint_scales_between_its_replicas_and_has_a_canary_only_when_rolled_out():
     _, (isvc,) = build("l4-shared", "endpoint-canary")
     predictor = isvc["spec"]["predictor"]
-    assert (predictor["minReplicas"], predictor["maxReplicas"], predictor["canaryTrafficPercent"]) == (1, 4, 10)
+    assert (predictor["minReplicas"], predictor["maxReplicas"]) == (1, 4)
+    # Standard mode (the default): KServe's spec.canary, never Knative's canaryTrafficPercent
+    assert "canaryTrafficPercent" not in predictor
+    assert isvc["spec"]["canary"][0]["trafficPercent"] == 10
     _, (isvc,) = build("l4-shared", "endpoint-model")
-    assert "canaryTrafficPercent" not in isvc["spec"]["predictor"]
+    assert "canary" not in isvc["spec"]
 
 
 def test_a_custom_server_gets_its_storage_uri_for_the_storage_initializer():

@@ -86,6 +86,8 @@ ACCESS: dict[str, dict[str, Rule]] = {
     "api:workload-start": {"POST": USER},
     "api:workload-stop": {"POST": USER},
     "api:workload-rollout": {"POST": USER},
+    "api:workload-promote": {"POST": USER},
+    "api:workload-rollback": {"POST": USER},
     "workload-list": {"GET": USER},
     "workload-new": {"GET": USER, "POST": USER.via("body", other=200)},  # the form shows "not one of your teams"
     "workload-preview": {"POST": USER.via("body", other=200)},
@@ -95,6 +97,8 @@ ACCESS: dict[str, dict[str, Rule]] = {
     "workload-manifests": {"GET": USER},
     "workload-stop": {"POST": USER},
     "workload-rollout": {"POST": USER},
+    "workload-promote": {"POST": USER},
+    "workload-rollback": {"POST": USER},
     "workload-start": {"POST": USER},
     "workload-delete": {"POST": USER},
     "workload-save-preset": {"POST": TEAM_ADMIN},

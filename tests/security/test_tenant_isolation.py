@@ -41,6 +41,8 @@ MAY_ANSWER_5XX = {"readyz": {503}}
 REFUSED_ON_THE_MERITS = {
     ("api:workload-start", "POST"): {409},
     ("api:workload-rollout", "POST"): {400},  # the test workloads are notebooks: only endpoints roll out
+    ("api:workload-promote", "POST"): {400},  # ... and only an endpoint with a canary promotes or rolls back
+    ("api:workload-rollback", "POST"): {400},
 }
 
 NOTEBOOK = {"kind": "notebook", "name": "sec-new", "offering": "a100-80gb-1g.10gb", "image": NOTEBOOK_IMAGE}
