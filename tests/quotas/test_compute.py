@@ -161,7 +161,7 @@ def test_the_cluster_gets_cpu_cores_and_memory_bytes_in_the_queue_and_resource_q
     objects = {o["kind"] + o["metadata"]["name"]: o for o in team_objects(TeamRef("vision", "team-vision"), amounts)}
     queue = objects["Queueteam-vision"]["spec"]
     assert (queue["capability"]["cpu"], queue["capability"]["memory"]) == ("8", str(65 * 2**29))
-    assert queue["guarantee"]["resource"]["cpu"] == "4500m"
+    assert queue["deserved"]["cpu"] == "4500m"
     hard = objects["ResourceQuotagpu-quota"]["spec"]["hard"]
     assert (hard["requests.cpu"], hard["requests.memory"], hard["requests.nvidia.com/gpu"]) == (
         "8",
