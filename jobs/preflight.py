@@ -48,6 +48,8 @@ from typing import Any
 
 import yaml
 
+from portal import scheduler_config
+
 OK = "ok"
 FIX = "fix"  # present, but a setting the portal needs is missing or wrong
 NOT_FOUND = "not found"
@@ -96,6 +98,7 @@ class PortalNeeds:
     queueing: str = "volcano"  # "volcano" | "kueue"
     shared_gpus: bool = False  # time-sliced (device-plugin sharing) offerings exist
     dra_device_classes: tuple[str, ...] = ()  # DeviceClasses of DRA offerings
+    kueue_resources: tuple[str, ...] = ()  # resources the portal's Kueue ClusterQueues count
     endpoints: tuple[Endpoint, ...] = ()
     namespace_enforce: str = "restricted"  # Pod Security Standard enforced on team namespaces
 
@@ -116,6 +119,7 @@ def portal_needs(profile: Any, namespace_prefix: str = "team-") -> PortalNeeds:
     """
     from jobs.kube.manifests import team_objects, workload_objects
     from jobs.specs import TeamRef, WorkloadSpec
+    from quotas.kueue import kueue_resource
 
     team = TeamRef("preflight", f"{namespace_prefix}preflight")
     endpoints = []
@@ -147,6 +151,7 @@ def portal_needs(profile: Any, namespace_prefix: str = "team-") -> PortalNeeds:
         dra_device_classes=tuple(
             sorted({o.dra_device_class for o in profile.offerings.values() if o.request_mode == "dra"})
         ),
+        kueue_resources=tuple(sorted({r for o in profile.offerings.values() if (r := kueue_resource(o))})),
         endpoints=tuple(endpoints),
         namespace_enforce=namespace["metadata"].get("labels", {}).get("pod-security.kubernetes.io/enforce", ""),
     )
@@ -512,23 +517,43 @@ def check_knative(
 
 # -- Volcano -------------------------------------------------------------------------------
 
-# Actions the portal needs: enqueue and allocate place work at all; reclaim takes capacity
-# a queue borrowed above its guarantee back for a queue that is owed it (cross-queue;
-# ``preempt`` only works inside one queue). Volcano's shipped default has no reclaim.
-VOLCANO_ACTIONS = {
-    "enqueue": "admits jobs into their queue",
+# What the portal needs is what portal/scheduler_config.py renders (the README prints it and
+# the sandbox runs it), so the actions and plugins checked come from there; the texts say
+# why the portal needs each. A test fails when scheduler_config gains one without a why.
+_VOLCANO_ACTION_WHY = {
+    "enqueue": "admits jobs into their queue (without it nothing leaves Pending)",
     "allocate": "places pods on nodes",
-    "reclaim": "takes borrowed GPUs back for a team within its guarantee (burst work is preemptible)",
+    "preempt": "lets a team's guaranteed work evict its own preemptible burst work in the same queue",
+    "reclaim": "takes GPUs a team borrowed above its deserved back for a team within its guarantee "
+    "(preempt acts only inside one queue; Volcano's shipped default has no reclaim)",
+    "backfill": "places pods that request no resources, which allocate skips",
 }
-# Plugins that read what the portal sets; for the queue, either plugin enforces capability.
-VOLCANO_PLUGINS = {
+VOLCANO_ACTIONS = {a: _VOLCANO_ACTION_WHY[a] for a in scheduler_config.VOLCANO_ACTIONS}
+
+# Plugins that read what the portal sets. The rest of scheduler_config's tiers (conformance,
+# drf, nodeorder, binpack) are upstream's defaults that place work well but that the portal
+# does not depend on, so their absence is not a finding.
+_VOLCANO_PLUGIN_WHY = {
     "gang": "training runs start all their pods or none (minAvailable)",
-    "priority": "the portal's priority classes order jobs and pick reclaim victims",
+    "priority": "the portal's priority classes order jobs and pick preemption and reclaim victims",
     "predicates": "node selectors, tolerations and GPU resources are honoured",
 }
-VOLCANO_QUEUE_PLUGINS = ("proportion", "capacity")
+VOLCANO_PLUGINS = {
+    name: _VOLCANO_PLUGIN_WHY[name]
+    for tier in scheduler_config.VOLCANO_TIERS
+    for name in (p["name"] for p in tier)
+    if name in _VOLCANO_PLUGIN_WHY
+}
+# The queue plugin the portal's Queues are written for, and the one upstream ships instead.
+VOLCANO_QUEUE_PLUGIN = "capacity"
+VOLCANO_WRONG_QUEUE_PLUGIN = "proportion"
 VOLCANO_DRA_ARGUMENT = "predicate.DynamicResourceAllocationEnable"
-VOLCANO_CONF_KEY = "volcano-scheduler.conf"
+VOLCANO_CONF_KEY = scheduler_config.VOLCANO_CONF_KEY
+_PROPORTION_IGNORES_DESERVED = (
+    "proportion never reads Queue.spec.deserved, the team's guarantee and (with capability) all the portal's "
+    "Queues carry: it splits the cluster by weight, so every team gets an equal share whatever its guarantee "
+    "and reclaim returns nothing to a team owed its GPUs"
+)
 
 
 def parse_volcano_conf(text: str) -> tuple[list[str], dict[str, dict[str, Any]]]:
@@ -557,7 +582,7 @@ def check_volcano(
             not_found(
                 source,
                 "Volcano's scheduler configuration; without it the scheduler runs its built-in default, "
-                "which has no reclaim action",
+                "which has no reclaim action and uses proportion",
                 f"install Volcano, or pass --volcano-namespace (looked in {namespace!r})",
             )
         ]
@@ -587,19 +612,7 @@ def check_volcano(
             findings.append(Finding(source, f"plugin {name}", OK, why))
         else:
             findings.append(Finding(source, f"plugin {name}", FIX, f"not enabled: {why}", f"{fix_conf}: add it"))
-    queue_plugins = [p for p in VOLCANO_QUEUE_PLUGINS if p in plugins]
-    if queue_plugins:
-        findings.append(Finding(source, "queue plugin", OK, f"{queue_plugins[0]} enforces each team queue"))
-    else:
-        findings.append(
-            Finding(
-                source,
-                "queue plugin",
-                FIX,
-                "neither proportion nor capacity is enabled: team queues' capability and guarantee are not enforced",
-                f"{fix_conf}: add proportion",
-            )
-        )
+    findings.append(_volcano_queue_plugin(plugins, source, fix_conf))
     if needs.dra:
         enabled = str((plugins.get("predicates") or {}).get(VOLCANO_DRA_ARGUMENT, "")).lower() == "true"
         findings.append(
@@ -615,22 +628,56 @@ def check_volcano(
     return findings
 
 
+def _volcano_queue_plugin(plugins: Mapping[str, Any], source: str, fix_conf: str) -> Finding:
+    right, wrong = VOLCANO_QUEUE_PLUGIN in plugins, VOLCANO_WRONG_QUEUE_PLUGIN in plugins
+    setting = "queue plugin"
+    if right and not wrong:
+        return Finding(
+            source, setting, OK, "capacity enforces each team queue's deserved (reclaimed for it) and capability"
+        )
+    if right and wrong:
+        return Finding(
+            source,
+            setting,
+            FIX,
+            "both capacity and proportion are enabled: Volcano supports one queue plugin, and proportion's "
+            "weight-based shares and enqueue checks would bound the teams' queues as well as capacity's "
+            f"(and {_PROPORTION_IGNORES_DESERVED})",
+            f"{fix_conf}: remove proportion (keep capacity)",
+        )
+    if wrong:
+        fix = f"{fix_conf}: replace proportion with capacity"
+        return Finding(source, setting, FIX, _PROPORTION_IGNORES_DESERVED, fix)
+    return Finding(
+        source,
+        setting,
+        FIX,
+        "neither capacity nor proportion is enabled: team queues' deserved and capability are not enforced",
+        f"{fix_conf}: add capacity",
+    )
+
+
 def _with_actions(actions: Sequence[str], missing: Iterable[str]) -> list[str]:
-    """Upstream's order: enqueue, allocate, backfill, reclaim, preempt (the CI configuration)."""
-    order = ["enqueue", "allocate", "backfill", "reclaim", "preempt"]
+    """The portal's order (portal/scheduler_config.py), other actions after it: Volcano runs
+    the actions in the order listed."""
+    order = list(scheduler_config.VOLCANO_ACTIONS)
     merged = list(dict.fromkeys([*actions, *missing]))
     return sorted(merged, key=lambda a: order.index(a) if a in order else len(order))
 
 
 # -- Kueue ---------------------------------------------------------------------------------
 
-KUEUE_CONF_KEY = "controller_manager_config.yaml"
-KUEUE_FRAMEWORKS = {
+KUEUE_CONF_KEY = scheduler_config.KUEUE_CONF_KEY
+# Why the portal needs each integration of portal/scheduler_config.py's KUEUE_FRAMEWORKS (a
+# test fails when it gains one without a why); statefulset only matters with DRA offerings.
+_KUEUE_FRAMEWORK_WHY = {
     "trainer.kubeflow.org/trainjob": "torch training runs as TrainJobs",
     "jobset.x-k8s.io/jobset": "other training runs as JobSets",
     "pod": "notebook and endpoint pods are queued one by one",
+    "statefulset": "notebooks on DRA offerings run as StatefulSets",
 }
-KUEUE_DRA_FRAMEWORK = ("statefulset", "notebooks on DRA offerings run as StatefulSets")
+KUEUE_DRA_ONLY_FRAMEWORKS = ("statefulset",)
+KUEUE_FRAMEWORKS = {f: _KUEUE_FRAMEWORK_WHY[f] for f in scheduler_config.KUEUE_FRAMEWORKS}
 
 
 def check_kueue(cm: Mapping[str, Any] | None, needs: PortalNeeds, namespace: str = KUEUE_MANAGER[0]) -> list[Finding]:
@@ -656,11 +703,11 @@ def check_kueue(cm: Mapping[str, Any] | None, needs: PortalNeeds, namespace: str
     except (yaml.YAMLError, ValueError) as exc:
         return [Finding(source, KUEUE_CONF_KEY, FIX, f"not a valid Configuration: {exc}", fix_conf)]
     findings = []
-    frameworks = set(((conf.get("integrations") or {}).get("frameworks")) or [])
-    wanted = dict(KUEUE_FRAMEWORKS)
-    if needs.dra:
-        wanted[KUEUE_DRA_FRAMEWORK[0]] = KUEUE_DRA_FRAMEWORK[1]
-    for name, why in wanted.items():
+    integrations = conf.get("integrations") or {}
+    frameworks = set(integrations.get("frameworks") or [])
+    for name, why in KUEUE_FRAMEWORKS.items():
+        if name in KUEUE_DRA_ONLY_FRAMEWORKS and not needs.dra:
+            continue
         ok = name in frameworks
         findings.append(
             Finding(
@@ -671,8 +718,69 @@ def check_kueue(cm: Mapping[str, Any] | None, needs: PortalNeeds, namespace: str
                 "" if ok else f"{fix_conf}: add {name!r} to integrations.frameworks",
             )
         )
+    copied = set(integrations.get("labelKeysToCopy") or [])
+    uncopied = [k for k in scheduler_config.KUEUE_LABEL_KEYS_TO_COPY if k not in copied]
+    findings.append(
+        Finding(
+            source,
+            "integrations.labelKeysToCopy",
+            FIX if uncopied else OK,
+            (
+                f"missing {', '.join(uncopied)}: Kueue's Workloads would not carry the portal's labels, and the "
+                "portal finds them by those labels to tell why admitted or queued work has not started"
+                if uncopied
+                else "Workloads carry the portal's labels"
+            ),
+            f"{fix_conf}: add {', '.join(uncopied)} to integrations.labelKeysToCopy" if uncopied else "",
+        )
+    )
+    findings.extend(_kueue_excluded(conf, needs, source, fix_conf))
     if needs.dra:
         findings.extend(_kueue_dra(conf, needs, source, fix_conf))
+    return findings
+
+
+def _kueue_excluded(conf: Mapping[str, Any], needs: PortalNeeds, source: str, fix_conf: str) -> list[Finding]:
+    """``resources.excludeResourcePrefixes``: Kueue ignores a request whose name starts with one.
+
+    The portal's ClusterQueues cover GPUs only, so cpu and memory must be excluded (or every
+    workload asks for a resource its queue does not cover and is never admitted), and no
+    GPU resource the ClusterQueues count may be (its quota would not be enforced).
+    """
+    prefixes = [str(p) for p in ((conf.get("resources") or {}).get("excludeResourcePrefixes") or [])]
+    setting = "resources.excludeResourcePrefixes"
+
+    def excluded(resource: str) -> bool:
+        return any(resource.startswith(p) for p in prefixes)
+
+    fix = f"{fix_conf}: resources.excludeResourcePrefixes: [{', '.join(scheduler_config.KUEUE_EXCLUDED_PREFIXES)}]"
+    findings = []
+    counted = [r for r in scheduler_config.KUEUE_EXCLUDED_PREFIXES if not excluded(r)]
+    if counted:
+        findings.append(
+            Finding(
+                source,
+                setting,
+                FIX,
+                f"{prefixes or 'none'}: Kueue counts {' and '.join(counted)}, which the portal's ClusterQueues do "
+                "not cover (they hold GPUs only), so no workload is ever admitted",
+                fix,
+            )
+        )
+    gpus = [r for r in needs.kueue_resources if excluded(r)]
+    if gpus:
+        findings.append(
+            Finding(
+                source,
+                setting,
+                FIX,
+                f"{prefixes} excludes {', '.join(gpus)}, which the portal's ClusterQueues count: the teams' GPU "
+                "quotas would not be enforced",
+                fix,
+            )
+        )
+    if not findings:
+        findings.append(Finding(source, setting, OK, f"{prefixes}: Kueue counts GPUs only, as the ClusterQueues do"))
     return findings
 
 
@@ -690,22 +798,41 @@ def _kueue_dra(conf: Mapping[str, Any], needs: PortalNeeds, source: str, fix_con
             )
         )
     mappings = ((conf.get("resources") or {}).get("deviceClassMappings")) or []
-    mapped = {str(c) for m in mappings if isinstance(m, Mapping) for c in (m.get("deviceClassNames") or [])}
+    counted_as = {
+        str(c): str(m.get("name", ""))
+        for m in mappings
+        if isinstance(m, Mapping)
+        for c in (m.get("deviceClassNames") or [])
+    }
     for device_class in needs.dra_device_classes:
-        if device_class in mapped:
-            findings.append(Finding(source, f"resources.deviceClassMappings {device_class}", OK, "mapped"))
-        else:
+        setting = f"resources.deviceClassMappings {device_class}"
+        wanted = scheduler_config.dra_resource_name(device_class)
+        fix = f"{fix_conf}: resources.deviceClassMappings: [{{name: {wanted}, deviceClassNames: [{device_class}]}}]"
+        if device_class not in counted_as:
             findings.append(
                 Finding(
                     source,
-                    f"resources.deviceClassMappings {device_class}",
+                    setting,
                     FIX,
                     f"DeviceClass {device_class} of the profile's DRA offerings is not mapped: Kueue marks their "
                     'workloads inadmissible ("DeviceClass ... is not mapped in DRA configuration")',
-                    f"{fix_conf}: resources.deviceClassMappings: "
-                    f"[{{name: {device_class}, deviceClassNames: [{device_class}]}}]",
+                    fix,
                 )
             )
+        elif counted_as[device_class] != wanted:
+            findings.append(
+                Finding(
+                    source,
+                    setting,
+                    FIX,
+                    f"mapped to {counted_as[device_class]!r}, but the portal's ClusterQueues count the class's "
+                    f"devices as {wanted!r}: its workloads are charged to another resource's quota, or are never "
+                    "admitted where no ClusterQueue covers that resource",
+                    fix,
+                )
+            )
+        else:
+            findings.append(Finding(source, setting, OK, f"mapped to {wanted}, which the ClusterQueues cover"))
     return findings
 
 

@@ -10,6 +10,7 @@ import yaml
 
 from jobs import preflight
 from jobs.preflight import FIX, NOT_FOUND, OK, UNKNOWN, PortalNeeds
+from portal import scheduler_config
 from portal.cluster_profile import load_profile
 from tests.conftest import DEMO_PROFILE, REPO_ROOT, SHARED_REFERENCE
 
@@ -214,28 +215,59 @@ def volcano_cm(conf_path: str) -> dict:
     return configmap("volcano-system", "volcano-scheduler-configmap", {"volcano-scheduler.conf": text})
 
 
-def test_upstream_volcano_default_has_no_reclaim_and_no_dra(demo):
+def test_upstream_volcano_default_lacks_preempt_and_reclaim_uses_proportion_and_has_no_dra(demo):
     findings = by_setting(preflight.check_volcano(volcano_cm("volcano/scheduler-config/volcano-scheduler.conf"), demo))
     assert findings["actions"].status == FIX
-    assert findings["actions"].detail.startswith("enqueue, allocate, backfill; missing reclaim (")
-    assert 'actions: "enqueue, allocate, backfill, reclaim"' in findings["actions"].fix
-    for plugin in ("plugin gang", "plugin priority", "plugin predicates", "queue plugin"):
+    assert findings["actions"].detail.startswith("enqueue, allocate, backfill; missing preempt (")
+    assert "; reclaim (" in findings["actions"].detail
+    # The fix lists the actions in the portal's order (Volcano runs them in the order listed).
+    assert 'actions: "enqueue, allocate, preempt, reclaim, backfill"' in findings["actions"].fix
+    for plugin in ("plugin gang", "plugin priority", "plugin predicates"):
         assert findings[plugin].status == OK, plugin
+    queue = findings["queue plugin"]
+    assert queue.status == FIX and "never reads Queue.spec.deserved" in queue.detail
+    assert queue.fix.endswith("replace proportion with capacity")
     assert findings["predicates.predicate.DynamicResourceAllocationEnable"].status == FIX
 
 
-def test_upstream_volcano_ci_configuration_has_everything_the_portal_needs(demo):
+def test_upstream_volcano_ci_configuration_has_every_action_but_proportion_instead_of_capacity(demo):
     findings = preflight.check_volcano(volcano_cm("volcano/scheduler-config/volcano-scheduler-ci.conf"), demo)
+    assert [(f.setting, f.status) for f in findings if f.status != OK] == [("queue plugin", FIX)]
+
+
+def test_the_portals_own_volcano_configuration_passes_every_check(demo):
+    findings = preflight.check_volcano(scheduler_config.volcano_scheduler_configmap(), demo)
     assert [f for f in findings if f.status != OK] == []
+    assert by_setting(findings)["queue plugin"].detail.startswith("capacity enforces")
+
+
+def test_volcano_checks_the_actions_and_plugins_of_the_portals_configuration_with_a_reason_for_each():
+    assert tuple(preflight.VOLCANO_ACTIONS) == scheduler_config.VOLCANO_ACTIONS
+    assert all(preflight.VOLCANO_ACTIONS.values())
+    configured = {p["name"] for tier in scheduler_config.VOLCANO_TIERS for p in tier}
+    assert set(preflight.VOLCANO_PLUGINS) == {"gang", "priority", "predicates"} <= configured
+    assert preflight.VOLCANO_QUEUE_PLUGIN in configured and preflight.VOLCANO_WRONG_QUEUE_PLUGIN not in configured
+
+
+def test_capacity_and_proportion_enabled_together_is_named():
+    conf = scheduler_config.volcano_scheduler_config()
+    conf["tiers"][1]["plugins"].append({"name": "proportion"})
+    cm = scheduler_config.volcano_scheduler_configmap(yaml.safe_dump(conf))
+    queue = by_setting(preflight.check_volcano(cm, PortalNeeds()))["queue plugin"]
+    assert queue.status == FIX and "both capacity and proportion are enabled" in queue.detail
+    assert queue.fix.endswith("remove proportion (keep capacity)")
 
 
 def test_volcano_without_gang_or_a_queue_plugin_is_named():
-    conf = 'actions: "enqueue, allocate, reclaim"\ntiers:\n- plugins:\n  - name: priority\n  - name: predicates\n'
+    conf = (
+        'actions: "enqueue, allocate, preempt, reclaim, backfill"\n'
+        "tiers:\n- plugins:\n  - name: priority\n  - name: predicates\n"
+    )
     cm = configmap("volcano-system", "volcano-scheduler-configmap", {"volcano-scheduler.conf": conf})
     findings = by_setting(preflight.check_volcano(cm, PortalNeeds()))
     assert findings["actions"].status == OK
     assert findings["plugin gang"].status == FIX and "all their pods or none" in findings["plugin gang"].detail
-    assert findings["queue plugin"].status == FIX
+    assert findings["queue plugin"].status == FIX and findings["queue plugin"].fix.endswith("add capacity")
     assert "predicates.predicate.DynamicResourceAllocationEnable" not in findings  # no DRA offerings
 
 
@@ -251,25 +283,74 @@ def kueue_cm(conf: str) -> dict:
     return configmap("kueue-system", "kueue-manager-config", {"controller_manager_config.yaml": conf})
 
 
-def test_upstream_kueue_configuration_maps_no_dra_device_class(kueue_demo):
+def test_upstream_kueue_configuration_maps_no_dra_device_class_and_counts_cpu_and_memory(kueue_demo):
     needs = PortalNeeds(**{**kueue_demo.__dict__, "dra_device_classes": ("gpu.nvidia.com", "mig.nvidia.com")})
-    findings = by_setting(
-        preflight.check_kueue(kueue_cm(reference("kueue/controller_manager_config.yaml").read_text()), needs)
-    )
+    findings = preflight.check_kueue(kueue_cm(reference("kueue/controller_manager_config.yaml").read_text()), needs)
+    settings = by_setting(findings)
     for framework in ("trainer.kubeflow.org/trainjob", "jobset.x-k8s.io/jobset", "pod", "statefulset"):
-        assert findings[f"integrations.frameworks {framework}"].status == OK
-    mapping = findings["resources.deviceClassMappings gpu.nvidia.com"]
+        assert settings[f"integrations.frameworks {framework}"].status == OK
+    mapping = settings["resources.deviceClassMappings gpu.nvidia.com"]
     assert mapping.status == FIX and "not mapped" in mapping.detail
-    assert "deviceClassNames: [gpu.nvidia.com]" in mapping.fix
-    assert findings["resources.deviceClassMappings mig.nvidia.com"].status == FIX
+    assert "{name: gpu.nvidia.com, deviceClassNames: [gpu.nvidia.com]}" in mapping.fix
+    assert settings["resources.deviceClassMappings mig.nvidia.com"].status == FIX
+    excluded = settings["resources.excludeResourcePrefixes"]
+    assert excluded.status == FIX and "Kueue counts cpu and memory" in excluded.detail
+    assert excluded.fix.endswith("resources.excludeResourcePrefixes: [cpu, memory]")
+    labels = settings["integrations.labelKeysToCopy"]
+    assert labels.status == FIX and "gpu-portal.io/workload-id" in labels.detail
 
 
-def test_mapped_device_classes_and_the_needed_integrations_pass(kueue_demo):
-    needs = PortalNeeds(**{**kueue_demo.__dict__, "dra_device_classes": ("gpu.nvidia.com",)})
-    conf = yaml.safe_load(reference("kueue/controller_manager_config.yaml").read_text())
-    conf["resources"] = {"deviceClassMappings": [{"name": "nvidia.com/gpu", "deviceClassNames": ["gpu.nvidia.com"]}]}
-    findings = preflight.check_kueue(kueue_cm(yaml.safe_dump(conf)), needs)
+def test_the_portals_own_kueue_configuration_passes_every_check(kueue_demo):
+    needs = PortalNeeds(**{**kueue_demo.__dict__, "dra_device_classes": scheduler_config.DRA_DEVICE_CLASSES})
+    findings = preflight.check_kueue(scheduler_config.kueue_manager_configmap(), needs)
     assert [f for f in findings if f.status != OK] == []
+    assert {f.setting for f in findings} >= {
+        "resources.deviceClassMappings gpu.nvidia.com",
+        "resources.deviceClassMappings mig.nvidia.com",
+        "resources.excludeResourcePrefixes",
+        "integrations.labelKeysToCopy",
+    }
+
+
+def test_kueue_checks_the_integrations_of_the_portals_configuration_with_a_reason_for_each():
+    assert tuple(preflight.KUEUE_FRAMEWORKS) == scheduler_config.KUEUE_FRAMEWORKS
+    assert all(preflight.KUEUE_FRAMEWORKS.values())
+
+
+def test_kueue_needs_the_statefulset_integration_only_for_dra_offerings(kueue_demo):
+    no_dra = PortalNeeds(**{**kueue_demo.__dict__, "dra_device_classes": ()})
+    findings = preflight.check_kueue(scheduler_config.kueue_manager_configmap(), no_dra)
+    assert "integrations.frameworks statefulset" not in by_setting(findings)
+
+
+def test_a_device_class_mapped_to_another_resource_than_the_cluster_queues_count_is_named(kueue_demo):
+    needs = PortalNeeds(**{**kueue_demo.__dict__, "dra_device_classes": ("gpu.nvidia.com",)})
+    conf = scheduler_config.kueue_manager_configuration()
+    conf["resources"]["deviceClassMappings"] = [{"name": "nvidia.com/gpu", "deviceClassNames": ["gpu.nvidia.com"]}]
+    mapping = by_setting(preflight.check_kueue(kueue_cm(yaml.safe_dump(conf)), needs))[
+        "resources.deviceClassMappings gpu.nvidia.com"
+    ]
+    assert mapping.status == FIX
+    assert "mapped to 'nvidia.com/gpu'" in mapping.detail and "'gpu.nvidia.com'" in mapping.detail
+
+
+def test_excluding_a_gpu_resource_the_cluster_queues_count_is_named(kueue_demo):
+    assert "nvidia.com/gpu" in kueue_demo.kueue_resources
+    conf = scheduler_config.kueue_manager_configuration()
+    conf["resources"]["excludeResourcePrefixes"] = ["cpu", "memory", "nvidia.com"]
+    findings = [
+        f
+        for f in preflight.check_kueue(kueue_cm(yaml.safe_dump(conf)), kueue_demo)
+        if f.setting == "resources.excludeResourcePrefixes"
+    ]
+    assert [f.status for f in findings] == [FIX]
+    assert "excludes" in findings[0].detail and "nvidia.com/gpu" in findings[0].detail
+    assert "quotas would not be enforced" in findings[0].detail
+
+
+def test_the_needed_integrations_and_a_turned_off_dra_gate_are_named(kueue_demo):
+    needs = PortalNeeds(**{**kueue_demo.__dict__, "dra_device_classes": ("gpu.nvidia.com",)})
+    conf = scheduler_config.kueue_manager_configuration()
     conf["integrations"]["frameworks"].remove("pod")
     conf["featureGates"] = {"KueueDRAIntegration": False}
     findings = by_setting(preflight.check_kueue(kueue_cm(yaml.safe_dump(conf)), needs))
