@@ -21,18 +21,27 @@ What is read, and why the portal cares:
    are derived from the predictor the portal builds (schedulerName for Volcano,
    priorityClassName, nodeSelector and tolerations for GPU nodes, the pod
    securityContext, ...). ``resourceClaims`` (DRA) is never allowed in Knative mode.
-3. ``volcano-system/volcano-scheduler-configmap`` (Volcano clusters): the ``reclaim``
-   action (without it a team's guarantee is never taken back from teams that borrowed
-   above theirs; the shipped default has none), the plugins that read what the portal
-   sets (gang, priority, a queue plugin, predicates) and DRA in ``predicates``.
-4. ``kueue-system/kueue-manager-config`` (Kueue clusters): the integrations the portal's
-   workloads use, and ``resources.deviceClassMappings`` for the DRA device classes of
-   the profile's offerings (an unmapped DeviceClass makes Kueue mark the workload
-   inadmissible).
-5. The dcgm-exporter DaemonSet's environment: ``DCGM_EXPORTER_KUBERNETES`` (pod
+3. ``volcano-system/volcano-scheduler-configmap`` (Volcano clusters): the actions of the
+   portal's own configuration (``portal/scheduler_config.py``, which the README prints and
+   the sandbox runs): ``reclaim`` above all (without it a team's guarantee is never taken
+   back from teams that borrowed above theirs; the shipped default has none) and
+   ``preempt``; the plugins that read what the portal sets (gang, priority, predicates);
+   ``capacity`` as the queue plugin (the shipped ``proportion`` never reads
+   ``Queue.spec.deserved``, and the two must not run together); DRA in ``predicates``.
+4. ``kueue-system/kueue-manager-config`` (Kueue clusters): against the portal's own
+   configuration, the integrations the portal's workloads use, ``labelKeysToCopy`` (the
+   portal finds Workloads by its labels), ``resources.excludeResourcePrefixes`` (cpu and
+   memory, which the GPU-only ClusterQueues do not cover, but no GPU resource they count)
+   and ``resources.deviceClassMappings`` for the DRA device classes of the profile's
+   offerings, to the resource the ClusterQueues count (an unmapped DeviceClass makes
+   Kueue mark the workload inadmissible).
+5. The dcgm-exporter DaemonSets' environment: ``DCGM_EXPORTER_KUBERNETES`` (pod
    labels on GPU metrics at all: the binary's default is false),
    ``KUBERNETES_VIRTUAL_GPUS`` (time-sliced GPUs: without it shared GPUs carry no pod)
-   and ``KUBERNETES_ENABLE_DRA`` (DRA-allocated GPUs carry no pod without it).
+   and ``KUBERNETES_ENABLE_DRA`` (DRA-allocated GPUs carry no pod without it). The
+   virtual-GPU path returns before the DRA step, so DRA GPUs need virtual GPUs off: with
+   both kinds of offering, a second exporter (``nvidia-dcgm-exporter-dra``) on the DRA
+   nodes only, as the sandbox's recommended setup has.
 
 Upstream facts come from the reference data (``../shared/reference``): KServe v0.20.0,
 Knative Serving knative-v1.21.1 (``podspec-fieldmask.csv``), Volcano v1.15.1, Kueue
@@ -60,6 +69,8 @@ KNATIVE_FEATURES = ("knative-serving", "config-features")
 VOLCANO_SCHEDULER = ("volcano-system", "volcano-scheduler-configmap")
 KUEUE_MANAGER = ("kueue-system", "kueue-manager-config")
 DCGM_EXPORTER = ("gpu-operator", "nvidia-dcgm-exporter")
+# The second exporter, for DRA nodes, when a profile has time-sliced and DRA offerings.
+DCGM_DRA_EXPORTER = ("gpu-operator", "nvidia-dcgm-exporter-dra")
 STORAGE_CONTAINER = "default"
 
 DEPLOYMENT_MODE_ANNOTATION = "serving.kserve.io/deploymentMode"
@@ -846,6 +857,12 @@ DCGM_SETTINGS = {
     ),
     "KUBERNETES_ENABLE_DRA": ("--kubernetes-enable-dra", "GPUs allocated through DRA are attributed to their pods"),
 }
+# Upstream's PodMapper.Process handles virtual GPUs and returns before its DRA pass, so an
+# exporter with KUBERNETES_VIRTUAL_GPUS=true never labels a DRA-allocated GPU with its pod.
+_VIRTUAL_SKIPS_DRA = (
+    "dcgm-exporter's virtual-GPU branch returns before its DRA step, so an exporter with "
+    "KUBERNETES_VIRTUAL_GPUS=true never attributes DRA-allocated GPUs to their pods"
+)
 _GO_TRUE = {"1", "t", "true"}
 _GO_FALSE = {"0", "f", "false"}
 
@@ -871,35 +888,33 @@ def _container_setting(container: Mapping[str, Any], env_name: str, flag: str) -
     return False  # the binary's default is false for all three
 
 
-def check_dcgm_exporter(
-    daemonset: Mapping[str, Any] | None, needs: PortalNeeds, ref: tuple[str, str] = DCGM_EXPORTER
-) -> list[Finding]:
-    source = f"DaemonSet {ref[0]}/{ref[1]}"
-    if daemonset is None:
-        return [
-            not_found(
-                source,
-                "dcgm-exporter (GPU metrics for usage and spend)",
-                "install the GPU Operator with dcgm-exporter, or pass --dcgm-exporter NAMESPACE/NAME",
-            )
-        ]
-    containers = ((((daemonset.get("spec") or {}).get("template") or {}).get("spec") or {}).get("containers")) or []
-    container = next((c for c in containers if "dcgm" in str(c.get("name", ""))), containers[0] if containers else {})
-    wanted = ["DCGM_EXPORTER_KUBERNETES"]
-    if needs.shared_gpus:
-        wanted.append("KUBERNETES_VIRTUAL_GPUS")
-    if needs.dra:
-        wanted.append("KUBERNETES_ENABLE_DRA")
+def _pod_spec(daemonset: Mapping[str, Any]) -> Mapping[str, Any]:
+    return ((daemonset.get("spec") or {}).get("template") or {}).get("spec") or {}
+
+
+def _exporter_container(daemonset: Mapping[str, Any]) -> Mapping[str, Any]:
+    containers = _pod_spec(daemonset).get("containers") or []
+    return next((c for c in containers if "dcgm" in str(c.get("name", ""))), containers[0] if containers else {})
+
+
+def _exporter_findings(daemonset: Mapping[str, Any], source: str, wanted: Mapping[str, bool]) -> list[Finding]:
+    """One finding per setting: ``wanted`` maps each env name to the value the portal needs."""
+    container = _exporter_container(daemonset)
     fix_where = "set it in the GPU Operator's ClusterPolicy (spec.dcgmExporter.env) or the DaemonSet's container env: "
     findings = []
-    for name in wanted:
+    for name, want in wanted.items():
         flag, why = DCGM_SETTINGS[name]
         value = _container_setting(container, name, flag)
-        if value is True:
-            findings.append(Finding(source, name, OK, f"true: {why}"))
-        elif value is None:
+        needed = f"needs {str(want).lower()}: " + (why if want else _VIRTUAL_SKIPS_DRA)
+        if value is None:
+            findings.append(Finding(source, name, UNKNOWN, f"comes from a reference this check cannot read; {needed}"))
+        elif value is want:
+            findings.append(Finding(source, name, OK, f"{str(want).lower()}: " + (why if want else _VIRTUAL_SKIPS_DRA)))
+        elif want:
             findings.append(
-                Finding(source, name, UNKNOWN, f"comes from a reference this check cannot read; needs true: {why}")
+                Finding(
+                    source, name, FIX, f"not true (upstream default false), but {needed}", f"{fix_where}{name}=true"
+                )
             )
         else:
             findings.append(
@@ -907,11 +922,138 @@ def check_dcgm_exporter(
                     source,
                     name,
                     FIX,
-                    f"not true (upstream default false), but needed: {why}",
-                    f"{fix_where}{name}=true",
+                    f"true, but this exporter attributes DRA GPUs: {_VIRTUAL_SKIPS_DRA}",
+                    f"{fix_where}{name}=false",
                 )
             )
     return findings
+
+
+def check_dcgm_exporter(
+    daemonset: Mapping[str, Any] | None,
+    needs: PortalNeeds,
+    ref: tuple[str, str] = DCGM_EXPORTER,
+    dra_daemonset: Mapping[str, Any] | None = None,
+    dra_ref: tuple[str, str] = DCGM_DRA_EXPORTER,
+) -> list[Finding]:
+    """The exporter(s) the profile's offerings need.
+
+    Time-sliced GPUs need ``KUBERNETES_VIRTUAL_GPUS=true`` and DRA GPUs need it false (see
+    ``_VIRTUAL_SKIPS_DRA``), so a profile with both needs two exporters, as the sandbox's
+    recommended setup has (``sandbox/gpu_operator.py``): ``ref`` for the device-plugin nodes
+    and ``dra_ref`` (``KUBERNETES_ENABLE_DRA=true``, virtual GPUs off) for the DRA nodes.
+    With only one kind, the one exporter ``ref`` is configured for it.
+    """
+    source = f"DaemonSet {ref[0]}/{ref[1]}"
+    two = needs.shared_gpus and needs.dra
+    findings = []
+    if daemonset is None:
+        findings.append(
+            not_found(
+                source,
+                "dcgm-exporter (GPU metrics for usage and spend)",
+                "install the GPU Operator with dcgm-exporter, or pass --dcgm-exporter NAMESPACE/NAME",
+            )
+        )
+    else:
+        wanted = {"DCGM_EXPORTER_KUBERNETES": True}
+        if needs.shared_gpus:
+            wanted["KUBERNETES_VIRTUAL_GPUS"] = True
+        elif needs.dra:
+            wanted["KUBERNETES_ENABLE_DRA"] = True
+            wanted["KUBERNETES_VIRTUAL_GPUS"] = False
+        findings += _exporter_findings(daemonset, source, wanted)
+    if two:
+        findings += _dra_exporter(daemonset, dra_daemonset, ref, dra_ref)
+    return findings
+
+
+def _dra_exporter(
+    daemonset: Mapping[str, Any] | None,
+    dra_daemonset: Mapping[str, Any] | None,
+    ref: tuple[str, str],
+    dra_ref: tuple[str, str],
+) -> list[Finding]:
+    source = f"DaemonSet {dra_ref[0]}/{dra_ref[1]}"
+    if dra_daemonset is None:
+        return [
+            not_found(
+                source,
+                "a second dcgm-exporter for the DRA nodes. The profile has time-sliced and DRA offerings, and one "
+                f"exporter cannot attribute both: {_VIRTUAL_SKIPS_DRA}, while without it shared GPUs carry no pod",
+                f"run a second dcgm-exporter DaemonSet {dra_ref[1]} on the DRA nodes with "
+                "DCGM_EXPORTER_KUBERNETES=true, "
+                f"KUBERNETES_ENABLE_DRA=true, KUBERNETES_VIRTUAL_GPUS=false, keep {ref[1]} off those nodes, "
+                "or pass --dcgm-exporter-dra NAMESPACE/NAME",
+            )
+        ]
+    wanted = {"DCGM_EXPORTER_KUBERNETES": True, "KUBERNETES_ENABLE_DRA": True, "KUBERNETES_VIRTUAL_GPUS": False}
+    findings = _exporter_findings(dra_daemonset, source, wanted)
+    if daemonset is not None:
+        findings.append(_exporters_apart(daemonset, dra_daemonset, ref, source))
+    return findings
+
+
+def _exporters_apart(
+    daemonset: Mapping[str, Any], dra_daemonset: Mapping[str, Any], ref: tuple[str, str], source: str
+) -> Finding:
+    """Does a label the DRA exporter selects its nodes by keep the other exporter off them?
+
+    On a node both run on, its GPUs are exported twice, once without their DRA pods.
+    """
+    selector = dict(_pod_spec(dra_daemonset).get("nodeSelector") or {})
+    setting = "nodes"
+    if not selector:
+        return Finding(
+            source,
+            setting,
+            FIX,
+            "no nodeSelector: it runs on every node its tolerations admit, shared-GPU nodes too, where its "
+            "virtual-GPU setting is off and those GPUs carry no pod",
+            "select the DRA nodes by a label (e.g. nodeSelector {nvidia.com/dra-driver-gpu: 'true'})",
+        )
+    other = _pod_spec(daemonset)
+    if any(_keeps_off(other, key, value) for key, value in selector.items()):
+        return Finding(source, setting, OK, f"runs on nodes {selector}, which {ref[1]} stays off")
+    # Suggest a label the other exporter does not itself require (GPU-node labels both share).
+    shared = other.get("nodeSelector") or {}
+    distinct = [(k, v) for k, v in selector.items() if str(shared.get(k)) != str(v)]
+    key, value = (distinct or list(selector.items()))[0]
+    return Finding(
+        source,
+        setting,
+        FIX,
+        f"runs on nodes {selector}, and nothing keeps {ref[1]} off them: their GPUs would be exported twice, "
+        "once without their DRA pods",
+        f"give {ref[1]} a required node affinity {{key: {key}, operator: DoesNotExist}} (or NotIn [{value}])",
+    )
+
+
+def _keeps_off(pod_spec: Mapping[str, Any], key: str, value: str) -> bool:
+    """True when no node labelled ``key=value`` can satisfy the pod spec's node constraints."""
+    node_selector = pod_spec.get("nodeSelector") or {}
+    if key in node_selector and str(node_selector[key]) != str(value):
+        return True
+    required = ((pod_spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ) or {}
+    terms = [t for t in required.get("nodeSelectorTerms") or [] if t.get("matchExpressions") or t.get("matchFields")]
+    if not terms:
+        return False
+
+    def excludes(expression: Mapping[str, Any]) -> bool:
+        if expression.get("key") != key:
+            return False
+        values = [str(v) for v in expression.get("values") or []]
+        operator = expression.get("operator")
+        return (
+            operator == "DoesNotExist"
+            or (operator == "NotIn" and str(value) in values)
+            or (operator == "In" and str(value) not in values)
+        )
+
+    # Terms are ORed, expressions within a term ANDed: every term must exclude the label.
+    return all(any(excludes(e) for e in term.get("matchExpressions") or []) for term in terms)
 
 
 def check_all(
@@ -923,17 +1065,20 @@ def check_all(
     """Every check, in order.
 
     ``objects``, ``refs`` and ``unreadable`` are keyed "kserve", "storage", "knative",
-    "volcano", "kueue" and "dcgm": the fetched object (None: not found), where it was
-    looked for (a namespace; for "dcgm" a (namespace, name) pair), and for objects that
-    could not be read (e.g. 403) the reason, reported instead of that object's check.
+    "volcano", "kueue", "dcgm" and "dcgm_dra": the fetched object (None: not found), where
+    it was looked for (a namespace; for the dcgm-exporters a (namespace, name) pair;
+    "dcgm_dra" may be left out for the default), and for objects that could not be read
+    (e.g. 403) the reason, reported instead of that object's check.
     """
     unreadable = unreadable or {}
+    dra_ref = tuple(refs.get("dcgm_dra") or DCGM_DRA_EXPORTER)
     sources = {
         "kserve": _cm_source((refs["kserve"], ISVC_CONFIG[1])),
         "knative": _cm_source((refs["knative"], KNATIVE_FEATURES[1])),
         "volcano": _cm_source((refs["volcano"], VOLCANO_SCHEDULER[1])),
         "kueue": _cm_source((refs["kueue"], KUEUE_MANAGER[1])),
         "dcgm": f"DaemonSet {refs['dcgm'][0]}/{refs['dcgm'][1]}",
+        "dcgm_dra": f"DaemonSet {dra_ref[0]}/{dra_ref[1]}",
         "storage": f"ClusterStorageContainer {STORAGE_CONTAINER}",
     }
 
@@ -955,10 +1100,20 @@ def check_all(
             findings += check_knative(objects.get(key), needs, default_mode, refs[key])
         else:
             findings += check(objects.get(key), needs, refs[key])
-    if "dcgm" in unreadable:
-        findings += cannot_read("dcgm")
-    else:
-        findings += check_dcgm_exporter(objects.get("dcgm"), needs, tuple(refs["dcgm"]))
+    dcgm = check_dcgm_exporter(
+        None if "dcgm" in unreadable else objects.get("dcgm"),
+        needs,
+        tuple(refs["dcgm"]),
+        None if "dcgm_dra" in unreadable else objects.get("dcgm_dra"),
+        dra_ref,
+    )
+    # An unreadable exporter is reported as such, not as missing.
+    for key in ("dcgm", "dcgm_dra"):
+        if key in unreadable:
+            dcgm = [f for f in dcgm if f.source != sources[key]]
+            if key == "dcgm" or (needs.shared_gpus and needs.dra):
+                dcgm += cannot_read(key)
+    findings += sorted(dcgm, key=lambda f: f.source != sources["dcgm"])
     return findings
 
 

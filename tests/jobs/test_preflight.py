@@ -4,6 +4,7 @@ configuration files (from ../shared/reference) and objects built here."""
 from __future__ import annotations
 
 import copy
+from types import SimpleNamespace
 
 import pytest
 import yaml
@@ -12,6 +13,7 @@ from jobs import preflight
 from jobs.preflight import FIX, NOT_FOUND, OK, UNKNOWN, PortalNeeds
 from portal import scheduler_config
 from portal.cluster_profile import load_profile
+from sandbox import gpu_operator
 from tests.conftest import DEMO_PROFILE, REPO_ROOT, SHARED_REFERENCE
 
 KUEUE_PROFILE = REPO_ROOT / "deploy" / "cluster-profiles" / "demo-kueue.yaml"
@@ -378,25 +380,40 @@ def dcgm_daemonset(env: list[dict], args: list[str] | None = None) -> dict:
     }
 
 
+def shared_only(demo: PortalNeeds) -> PortalNeeds:
+    return PortalNeeds(**{**demo.__dict__, "dra_device_classes": ()})
+
+
+def dra_only(demo: PortalNeeds) -> PortalNeeds:
+    return PortalNeeds(**{**demo.__dict__, "shared_gpus": False})
+
+
+def seeded_exporters(cluster_setup: str) -> dict[str, dict]:
+    """The dcgm-exporter DaemonSets the sandbox seeds for the demo profile, by name."""
+    profile = SimpleNamespace(cluster_setup=cluster_setup)
+    return {obj["metadata"]["name"]: obj for _, obj in gpu_operator.exporter_daemonsets(profile)}
+
+
 def test_the_upstream_helm_environment_attributes_pods_but_not_shared_or_dra_gpus(demo):
     # dcgm-exporter's Helm chart sets only DCGM_EXPORTER_KUBERNETES (labels.yaml); the other two default to false.
     ds = dcgm_daemonset([{"name": "DCGM_EXPORTER_KUBERNETES", "value": "true"}])
-    findings = by_setting(preflight.check_dcgm_exporter(ds, demo))
+    findings = by_setting(preflight.check_dcgm_exporter(ds, shared_only(demo)))
     assert findings["DCGM_EXPORTER_KUBERNETES"].status == OK
     assert findings["KUBERNETES_VIRTUAL_GPUS"].status == FIX
     assert "time-sliced GPUs" in findings["KUBERNETES_VIRTUAL_GPUS"].detail
     assert findings["KUBERNETES_VIRTUAL_GPUS"].fix.endswith("KUBERNETES_VIRTUAL_GPUS=true")
+    findings = by_setting(preflight.check_dcgm_exporter(ds, dra_only(demo)))
     assert findings["KUBERNETES_ENABLE_DRA"].status == FIX
+    assert findings["KUBERNETES_VIRTUAL_GPUS"].status == OK  # false, as DRA attribution needs
 
 
 def test_a_daemonset_without_kubernetes_mode_is_named_and_flags_count_too(demo):
     findings = by_setting(preflight.check_dcgm_exporter(dcgm_daemonset([]), demo))
     assert findings["DCGM_EXPORTER_KUBERNETES"].status == FIX
-    ds = dcgm_daemonset(
-        [{"name": "KUBERNETES_VIRTUAL_GPUS", "value": "True"}],
-        args=["--kubernetes", "--kubernetes-enable-dra=true"],
-    )
-    assert {f.status for f in preflight.check_dcgm_exporter(ds, demo)} == {OK}
+    ds = dcgm_daemonset([{"name": "KUBERNETES_VIRTUAL_GPUS", "value": "True"}], args=["--kubernetes"])
+    assert {f.status for f in preflight.check_dcgm_exporter(ds, shared_only(demo))} == {OK}
+    ds = dcgm_daemonset([], args=["--kubernetes", "--kubernetes-enable-dra=true"])
+    assert {f.status for f in preflight.check_dcgm_exporter(ds, dra_only(demo))} == {OK}
 
 
 def test_a_value_from_a_secret_cannot_be_judged_here(demo):
@@ -407,6 +424,76 @@ def test_a_value_from_a_secret_cannot_be_judged_here(demo):
 def test_only_what_the_profile_uses_is_asked_of_dcgm_exporter():
     ds = dcgm_daemonset([{"name": "DCGM_EXPORTER_KUBERNETES", "value": "1"}])
     assert [f.setting for f in preflight.check_dcgm_exporter(ds, PortalNeeds())] == ["DCGM_EXPORTER_KUBERNETES"]
+
+
+def test_a_dra_only_profile_needs_virtual_gpus_off_because_that_branch_skips_dra():
+    needs = PortalNeeds(dra_device_classes=("gpu.nvidia.com",))
+    ds = dcgm_daemonset(
+        [{"name": "KUBERNETES_VIRTUAL_GPUS", "value": "true"}], args=["--kubernetes", "--kubernetes-enable-dra"]
+    )
+    findings = by_setting(preflight.check_dcgm_exporter(ds, needs))
+    virtual = findings["KUBERNETES_VIRTUAL_GPUS"]
+    assert virtual.status == FIX and "returns before its DRA step" in virtual.detail
+    assert virtual.fix.endswith("KUBERNETES_VIRTUAL_GPUS=false")
+    assert findings["KUBERNETES_ENABLE_DRA"].status == OK
+    assert all(f.source == "DaemonSet gpu-operator/nvidia-dcgm-exporter" for f in findings.values())
+
+
+def test_the_sandboxs_recommended_exporters_attribute_shared_and_dra_gpus(demo):
+    exporters = seeded_exporters("recommended")
+    assert (preflight.DCGM_EXPORTER[1], preflight.DCGM_DRA_EXPORTER[1]) == (gpu_operator.NAME, gpu_operator.DRA_NAME)
+    findings = preflight.check_dcgm_exporter(
+        exporters[gpu_operator.NAME], demo, dra_daemonset=exporters[gpu_operator.DRA_NAME]
+    )
+    assert [f for f in findings if f.status != OK] == []
+    dra = [f for f in findings if f.source == "DaemonSet gpu-operator/nvidia-dcgm-exporter-dra"]
+    assert [f.setting for f in dra] == [
+        "DCGM_EXPORTER_KUBERNETES",
+        "KUBERNETES_ENABLE_DRA",
+        "KUBERNETES_VIRTUAL_GPUS",
+        "nodes",
+    ]
+
+
+def test_one_stock_exporter_cannot_attribute_both_shared_and_dra_gpus(demo):
+    (stock,) = seeded_exporters("stock").values()
+    findings = preflight.check_dcgm_exporter(stock, demo)
+    main = by_setting([f for f in findings if f.source == "DaemonSet gpu-operator/nvidia-dcgm-exporter"])
+    assert main["DCGM_EXPORTER_KUBERNETES"].status == OK
+    assert main["KUBERNETES_VIRTUAL_GPUS"].status == FIX
+    (missing,) = [f for f in findings if f.source == "DaemonSet gpu-operator/nvidia-dcgm-exporter-dra"]
+    assert missing.status == NOT_FOUND
+    assert "one exporter cannot attribute both" in missing.detail and "returns before its DRA step" in missing.detail
+    assert "KUBERNETES_VIRTUAL_GPUS=false" in missing.fix and "--dcgm-exporter-dra" in missing.fix
+
+
+def test_a_dra_exporter_with_virtual_gpus_on_or_sharing_nodes_with_the_other_is_named(demo):
+    exporters = seeded_exporters("recommended")
+    main, dra = exporters[gpu_operator.NAME], copy.deepcopy(exporters[gpu_operator.DRA_NAME])
+    env = dra["spec"]["template"]["spec"]["containers"][0]["env"]
+    next(e for e in env if e["name"] == "KUBERNETES_VIRTUAL_GPUS")["value"] = "true"
+    findings = by_setting(preflight.check_dcgm_exporter(main, demo, dra_daemonset=dra))
+    assert findings["KUBERNETES_VIRTUAL_GPUS"].status == OK  # the main exporter's comes first
+    dra_findings = by_setting(
+        [f for f in preflight.check_dcgm_exporter(main, demo, dra_daemonset=dra) if "-dra" in f.source]
+    )
+    assert dra_findings["KUBERNETES_VIRTUAL_GPUS"].status == FIX
+    # Without its affinity the main exporter runs on DRA nodes too.
+    overlapping = copy.deepcopy(main)
+    del overlapping["spec"]["template"]["spec"]["affinity"]
+    nodes = by_setting(preflight.check_dcgm_exporter(overlapping, demo, dra_daemonset=dra))["nodes"]
+    assert nodes.status == FIX and "exported twice" in nodes.detail
+    assert "operator: DoesNotExist" in nodes.fix and "nvidia.com/dra-driver-gpu" in nodes.fix
+    # Without a nodeSelector the DRA exporter runs on the shared-GPU nodes.
+    del dra["spec"]["template"]["spec"]["nodeSelector"]
+    nodes = by_setting(preflight.check_dcgm_exporter(main, demo, dra_daemonset=dra))["nodes"]
+    assert nodes.status == FIX and "no nodeSelector" in nodes.detail
+
+
+def test_a_shared_gpu_only_profile_needs_no_second_exporter(demo):
+    (stock,) = seeded_exporters("stock").values()
+    findings = preflight.check_dcgm_exporter(stock, shared_only(demo))
+    assert {f.source for f in findings} == {"DaemonSet gpu-operator/nvidia-dcgm-exporter"}
 
 
 # -- all together ----------------------------------------------------------------------------
@@ -435,3 +522,10 @@ def test_an_unreadable_object_is_reported_instead_of_checked(demo):
     findings = preflight.check_all({}, demo, REFS, {"volcano": "403 Forbidden: configmaps is forbidden"})
     (volcano,) = [f for f in findings if "volcano" in f.source]
     assert volcano.status == UNKNOWN and "403 Forbidden" in volcano.detail
+
+
+def test_an_unreadable_dra_exporter_is_reported_instead_of_missing(demo):
+    refs = {**REFS, "dcgm_dra": ("gpu-operator", "nvidia-dcgm-exporter-dra")}
+    findings = preflight.check_all({}, demo, refs, {"dcgm_dra": "403 Forbidden: daemonsets is forbidden"})
+    (dra,) = [f for f in findings if f.source == "DaemonSet gpu-operator/nvidia-dcgm-exporter-dra"]
+    assert dra.status == UNKNOWN and "403 Forbidden" in dra.detail
