@@ -909,7 +909,8 @@ def _exporter_findings(daemonset: Mapping[str, Any], source: str, wanted: Mappin
         if value is None:
             findings.append(Finding(source, name, UNKNOWN, f"comes from a reference this check cannot read; {needed}"))
         elif value is want:
-            findings.append(Finding(source, name, OK, f"{str(want).lower()}: " + (why if want else _VIRTUAL_SKIPS_DRA)))
+            detail = f"true: {why}" if want else f"false, as DRA attribution needs ({_VIRTUAL_SKIPS_DRA})"
+            findings.append(Finding(source, name, OK, detail))
         elif want:
             findings.append(
                 Finding(
