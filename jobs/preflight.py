@@ -530,7 +530,8 @@ def check_knative(
 
 # What the portal needs is what portal/scheduler_config.py renders (the README prints it and
 # the sandbox runs it), so the actions and plugins checked come from there; the texts say
-# why the portal needs each. A test fails when scheduler_config gains one without a why.
+# why the portal needs each. A test fails when scheduler_config gains one without a why
+# (an empty why here, rather than an import error that would stop the portal).
 _VOLCANO_ACTION_WHY = {
     "enqueue": "admits jobs into their queue (without it nothing leaves Pending)",
     "allocate": "places pods on nodes",
@@ -539,7 +540,7 @@ _VOLCANO_ACTION_WHY = {
     "(preempt acts only inside one queue; Volcano's shipped default has no reclaim)",
     "backfill": "places pods that request no resources, which allocate skips",
 }
-VOLCANO_ACTIONS = {a: _VOLCANO_ACTION_WHY[a] for a in scheduler_config.VOLCANO_ACTIONS}
+VOLCANO_ACTIONS = {a: _VOLCANO_ACTION_WHY.get(a, "") for a in scheduler_config.VOLCANO_ACTIONS}
 
 # Plugins that read what the portal sets. The rest of scheduler_config's tiers (conformance,
 # drf, nodeorder, binpack) are upstream's defaults that place work well but that the portal
@@ -688,7 +689,7 @@ _KUEUE_FRAMEWORK_WHY = {
     "statefulset": "notebooks on DRA offerings run as StatefulSets",
 }
 KUEUE_DRA_ONLY_FRAMEWORKS = ("statefulset",)
-KUEUE_FRAMEWORKS = {f: _KUEUE_FRAMEWORK_WHY[f] for f in scheduler_config.KUEUE_FRAMEWORKS}
+KUEUE_FRAMEWORKS = {f: _KUEUE_FRAMEWORK_WHY.get(f, "") for f in scheduler_config.KUEUE_FRAMEWORKS}
 
 
 def check_kueue(cm: Mapping[str, Any] | None, needs: PortalNeeds, namespace: str = KUEUE_MANAGER[0]) -> list[Finding]:
