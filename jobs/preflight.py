@@ -21,18 +21,27 @@ What is read, and why the portal cares:
    are derived from the predictor the portal builds (schedulerName for Volcano,
    priorityClassName, nodeSelector and tolerations for GPU nodes, the pod
    securityContext, ...). ``resourceClaims`` (DRA) is never allowed in Knative mode.
-3. ``volcano-system/volcano-scheduler-configmap`` (Volcano clusters): the ``reclaim``
-   action (without it a team's guarantee is never taken back from teams that borrowed
-   above theirs; the shipped default has none), the plugins that read what the portal
-   sets (gang, priority, a queue plugin, predicates) and DRA in ``predicates``.
-4. ``kueue-system/kueue-manager-config`` (Kueue clusters): the integrations the portal's
-   workloads use, and ``resources.deviceClassMappings`` for the DRA device classes of
-   the profile's offerings (an unmapped DeviceClass makes Kueue mark the workload
-   inadmissible).
-5. The dcgm-exporter DaemonSet's environment: ``DCGM_EXPORTER_KUBERNETES`` (pod
+3. ``volcano-system/volcano-scheduler-configmap`` (Volcano clusters): the actions of the
+   portal's own configuration (``portal/scheduler_config.py``, which the README prints and
+   the sandbox runs): ``reclaim`` above all (without it a team's guarantee is never taken
+   back from teams that borrowed above theirs; the shipped default has none) and
+   ``preempt``; the plugins that read what the portal sets (gang, priority, predicates);
+   ``capacity`` as the queue plugin (the shipped ``proportion`` never reads
+   ``Queue.spec.deserved``, and the two must not run together); DRA in ``predicates``.
+4. ``kueue-system/kueue-manager-config`` (Kueue clusters): against the portal's own
+   configuration, the integrations the portal's workloads use, ``labelKeysToCopy`` (the
+   portal finds Workloads by its labels), ``resources.excludeResourcePrefixes`` (cpu and
+   memory, which the GPU-only ClusterQueues do not cover, but no GPU resource they count)
+   and ``resources.deviceClassMappings`` for the DRA device classes of the profile's
+   offerings, to the resource the ClusterQueues count (an unmapped DeviceClass makes
+   Kueue mark the workload inadmissible).
+5. The dcgm-exporter DaemonSets' environment: ``DCGM_EXPORTER_KUBERNETES`` (pod
    labels on GPU metrics at all: the binary's default is false),
    ``KUBERNETES_VIRTUAL_GPUS`` (time-sliced GPUs: without it shared GPUs carry no pod)
-   and ``KUBERNETES_ENABLE_DRA`` (DRA-allocated GPUs carry no pod without it).
+   and ``KUBERNETES_ENABLE_DRA`` (DRA-allocated GPUs carry no pod without it). The
+   virtual-GPU path returns before the DRA step, so DRA GPUs need virtual GPUs off: with
+   both kinds of offering, a second exporter (``nvidia-dcgm-exporter-dra``) on the DRA
+   nodes only, as the sandbox's recommended setup has.
 
 Upstream facts come from the reference data (``../shared/reference``): KServe v0.20.0,
 Knative Serving knative-v1.21.1 (``podspec-fieldmask.csv``), Volcano v1.15.1, Kueue
@@ -48,6 +57,8 @@ from typing import Any
 
 import yaml
 
+from portal import scheduler_config
+
 OK = "ok"
 FIX = "fix"  # present, but a setting the portal needs is missing or wrong
 NOT_FOUND = "not found"
@@ -58,6 +69,8 @@ KNATIVE_FEATURES = ("knative-serving", "config-features")
 VOLCANO_SCHEDULER = ("volcano-system", "volcano-scheduler-configmap")
 KUEUE_MANAGER = ("kueue-system", "kueue-manager-config")
 DCGM_EXPORTER = ("gpu-operator", "nvidia-dcgm-exporter")
+# The second exporter, for DRA nodes, when a profile has time-sliced and DRA offerings.
+DCGM_DRA_EXPORTER = ("gpu-operator", "nvidia-dcgm-exporter-dra")
 STORAGE_CONTAINER = "default"
 
 DEPLOYMENT_MODE_ANNOTATION = "serving.kserve.io/deploymentMode"
@@ -96,6 +109,7 @@ class PortalNeeds:
     queueing: str = "volcano"  # "volcano" | "kueue"
     shared_gpus: bool = False  # time-sliced (device-plugin sharing) offerings exist
     dra_device_classes: tuple[str, ...] = ()  # DeviceClasses of DRA offerings
+    kueue_resources: tuple[str, ...] = ()  # resources the portal's Kueue ClusterQueues count
     endpoints: tuple[Endpoint, ...] = ()
     namespace_enforce: str = "restricted"  # Pod Security Standard enforced on team namespaces
 
@@ -116,6 +130,7 @@ def portal_needs(profile: Any, namespace_prefix: str = "team-") -> PortalNeeds:
     """
     from jobs.kube.manifests import team_objects, workload_objects
     from jobs.specs import TeamRef, WorkloadSpec, endpoint_deployment_mode
+    from quotas.kueue import kueue_resource
 
     team = TeamRef("preflight", f"{namespace_prefix}preflight")
     endpoints = []
@@ -150,6 +165,7 @@ def portal_needs(profile: Any, namespace_prefix: str = "team-") -> PortalNeeds:
         dra_device_classes=tuple(
             sorted({o.dra_device_class for o in profile.offerings.values() if o.request_mode == "dra"})
         ),
+        kueue_resources=tuple(sorted({r for o in profile.offerings.values() if (r := kueue_resource(o))})),
         endpoints=tuple(endpoints),
         namespace_enforce=namespace["metadata"].get("labels", {}).get("pod-security.kubernetes.io/enforce", ""),
     )
@@ -515,23 +531,44 @@ def check_knative(
 
 # -- Volcano -------------------------------------------------------------------------------
 
-# Actions the portal needs: enqueue and allocate place work at all; reclaim takes capacity
-# a queue borrowed above its guarantee back for a queue that is owed it (cross-queue;
-# ``preempt`` only works inside one queue). Volcano's shipped default has no reclaim.
-VOLCANO_ACTIONS = {
-    "enqueue": "admits jobs into their queue",
+# What the portal needs is what portal/scheduler_config.py renders (the README prints it and
+# the sandbox runs it), so the actions and plugins checked come from there; the texts say
+# why the portal needs each. A test fails when scheduler_config gains one without a why
+# (an empty why here, rather than an import error that would stop the portal).
+_VOLCANO_ACTION_WHY = {
+    "enqueue": "admits jobs into their queue (without it nothing leaves Pending)",
     "allocate": "places pods on nodes",
-    "reclaim": "takes borrowed GPUs back for a team within its guarantee (burst work is preemptible)",
+    "preempt": "lets a team's guaranteed work evict its own preemptible burst work in the same queue",
+    "reclaim": "takes GPUs a team borrowed above its deserved back for a team within its guarantee "
+    "(preempt acts only inside one queue; Volcano's shipped default has no reclaim)",
+    "backfill": "places pods that request no resources, which allocate skips",
 }
-# Plugins that read what the portal sets; for the queue, either plugin enforces capability.
-VOLCANO_PLUGINS = {
+VOLCANO_ACTIONS = {a: _VOLCANO_ACTION_WHY.get(a, "") for a in scheduler_config.VOLCANO_ACTIONS}
+
+# Plugins that read what the portal sets. The rest of scheduler_config's tiers (conformance,
+# drf, nodeorder, binpack) are upstream's defaults that place work well but that the portal
+# does not depend on, so their absence is not a finding.
+_VOLCANO_PLUGIN_WHY = {
     "gang": "training runs start all their pods or none (minAvailable)",
-    "priority": "the portal's priority classes order jobs and pick reclaim victims",
+    "priority": "the portal's priority classes order jobs and pick preemption and reclaim victims",
     "predicates": "node selectors, tolerations and GPU resources are honoured",
 }
-VOLCANO_QUEUE_PLUGINS = ("proportion", "capacity")
+VOLCANO_PLUGINS = {
+    name: _VOLCANO_PLUGIN_WHY[name]
+    for tier in scheduler_config.VOLCANO_TIERS
+    for name in (p["name"] for p in tier)
+    if name in _VOLCANO_PLUGIN_WHY
+}
+# The queue plugin the portal's Queues are written for, and the one upstream ships instead.
+VOLCANO_QUEUE_PLUGIN = "capacity"
+VOLCANO_WRONG_QUEUE_PLUGIN = "proportion"
 VOLCANO_DRA_ARGUMENT = "predicate.DynamicResourceAllocationEnable"
-VOLCANO_CONF_KEY = "volcano-scheduler.conf"
+VOLCANO_CONF_KEY = scheduler_config.VOLCANO_CONF_KEY
+_PROPORTION_IGNORES_DESERVED = (
+    "proportion never reads Queue.spec.deserved, the team's guarantee and (with capability) all the portal's "
+    "Queues carry: it splits the cluster by weight, so every team gets an equal share whatever its guarantee "
+    "and reclaim returns nothing to a team owed its GPUs"
+)
 
 
 def parse_volcano_conf(text: str) -> tuple[list[str], dict[str, dict[str, Any]]]:
@@ -560,7 +597,7 @@ def check_volcano(
             not_found(
                 source,
                 "Volcano's scheduler configuration; without it the scheduler runs its built-in default, "
-                "which has no reclaim action",
+                "which has no reclaim action and uses proportion",
                 f"install Volcano, or pass --volcano-namespace (looked in {namespace!r})",
             )
         ]
@@ -590,19 +627,7 @@ def check_volcano(
             findings.append(Finding(source, f"plugin {name}", OK, why))
         else:
             findings.append(Finding(source, f"plugin {name}", FIX, f"not enabled: {why}", f"{fix_conf}: add it"))
-    queue_plugins = [p for p in VOLCANO_QUEUE_PLUGINS if p in plugins]
-    if queue_plugins:
-        findings.append(Finding(source, "queue plugin", OK, f"{queue_plugins[0]} enforces each team queue"))
-    else:
-        findings.append(
-            Finding(
-                source,
-                "queue plugin",
-                FIX,
-                "neither proportion nor capacity is enabled: team queues' capability and guarantee are not enforced",
-                f"{fix_conf}: add proportion",
-            )
-        )
+    findings.append(_volcano_queue_plugin(plugins, source, fix_conf))
     if needs.dra:
         enabled = str((plugins.get("predicates") or {}).get(VOLCANO_DRA_ARGUMENT, "")).lower() == "true"
         findings.append(
@@ -618,22 +643,56 @@ def check_volcano(
     return findings
 
 
+def _volcano_queue_plugin(plugins: Mapping[str, Any], source: str, fix_conf: str) -> Finding:
+    right, wrong = VOLCANO_QUEUE_PLUGIN in plugins, VOLCANO_WRONG_QUEUE_PLUGIN in plugins
+    setting = "queue plugin"
+    if right and not wrong:
+        return Finding(
+            source, setting, OK, "capacity enforces each team queue's deserved (reclaimed for it) and capability"
+        )
+    if right and wrong:
+        return Finding(
+            source,
+            setting,
+            FIX,
+            "both capacity and proportion are enabled: Volcano supports one queue plugin, and proportion's "
+            "weight-based shares and enqueue checks would bound the teams' queues as well as capacity's "
+            f"(and {_PROPORTION_IGNORES_DESERVED})",
+            f"{fix_conf}: remove proportion (keep capacity)",
+        )
+    if wrong:
+        fix = f"{fix_conf}: replace proportion with capacity"
+        return Finding(source, setting, FIX, _PROPORTION_IGNORES_DESERVED, fix)
+    return Finding(
+        source,
+        setting,
+        FIX,
+        "neither capacity nor proportion is enabled: team queues' deserved and capability are not enforced",
+        f"{fix_conf}: add capacity",
+    )
+
+
 def _with_actions(actions: Sequence[str], missing: Iterable[str]) -> list[str]:
-    """Upstream's order: enqueue, allocate, backfill, reclaim, preempt (the CI configuration)."""
-    order = ["enqueue", "allocate", "backfill", "reclaim", "preempt"]
+    """The portal's order (portal/scheduler_config.py), other actions after it: Volcano runs
+    the actions in the order listed."""
+    order = list(scheduler_config.VOLCANO_ACTIONS)
     merged = list(dict.fromkeys([*actions, *missing]))
     return sorted(merged, key=lambda a: order.index(a) if a in order else len(order))
 
 
 # -- Kueue ---------------------------------------------------------------------------------
 
-KUEUE_CONF_KEY = "controller_manager_config.yaml"
-KUEUE_FRAMEWORKS = {
+KUEUE_CONF_KEY = scheduler_config.KUEUE_CONF_KEY
+# Why the portal needs each integration of portal/scheduler_config.py's KUEUE_FRAMEWORKS (a
+# test fails when it gains one without a why); statefulset only matters with DRA offerings.
+_KUEUE_FRAMEWORK_WHY = {
     "trainer.kubeflow.org/trainjob": "torch training runs as TrainJobs",
     "jobset.x-k8s.io/jobset": "other training runs as JobSets",
     "pod": "notebook and endpoint pods are queued one by one",
+    "statefulset": "notebooks on DRA offerings run as StatefulSets",
 }
-KUEUE_DRA_FRAMEWORK = ("statefulset", "notebooks on DRA offerings run as StatefulSets")
+KUEUE_DRA_ONLY_FRAMEWORKS = ("statefulset",)
+KUEUE_FRAMEWORKS = {f: _KUEUE_FRAMEWORK_WHY.get(f, "") for f in scheduler_config.KUEUE_FRAMEWORKS}
 
 
 def check_kueue(cm: Mapping[str, Any] | None, needs: PortalNeeds, namespace: str = KUEUE_MANAGER[0]) -> list[Finding]:
@@ -659,11 +718,11 @@ def check_kueue(cm: Mapping[str, Any] | None, needs: PortalNeeds, namespace: str
     except (yaml.YAMLError, ValueError) as exc:
         return [Finding(source, KUEUE_CONF_KEY, FIX, f"not a valid Configuration: {exc}", fix_conf)]
     findings = []
-    frameworks = set(((conf.get("integrations") or {}).get("frameworks")) or [])
-    wanted = dict(KUEUE_FRAMEWORKS)
-    if needs.dra:
-        wanted[KUEUE_DRA_FRAMEWORK[0]] = KUEUE_DRA_FRAMEWORK[1]
-    for name, why in wanted.items():
+    integrations = conf.get("integrations") or {}
+    frameworks = set(integrations.get("frameworks") or [])
+    for name, why in KUEUE_FRAMEWORKS.items():
+        if name in KUEUE_DRA_ONLY_FRAMEWORKS and not needs.dra:
+            continue
         ok = name in frameworks
         findings.append(
             Finding(
@@ -674,8 +733,69 @@ def check_kueue(cm: Mapping[str, Any] | None, needs: PortalNeeds, namespace: str
                 "" if ok else f"{fix_conf}: add {name!r} to integrations.frameworks",
             )
         )
+    copied = set(integrations.get("labelKeysToCopy") or [])
+    uncopied = [k for k in scheduler_config.KUEUE_LABEL_KEYS_TO_COPY if k not in copied]
+    findings.append(
+        Finding(
+            source,
+            "integrations.labelKeysToCopy",
+            FIX if uncopied else OK,
+            (
+                f"missing {', '.join(uncopied)}: Kueue's Workloads would not carry the portal's labels, and the "
+                "portal finds them by those labels to tell why admitted or queued work has not started"
+                if uncopied
+                else "Workloads carry the portal's labels"
+            ),
+            f"{fix_conf}: add {', '.join(uncopied)} to integrations.labelKeysToCopy" if uncopied else "",
+        )
+    )
+    findings.extend(_kueue_excluded(conf, needs, source, fix_conf))
     if needs.dra:
         findings.extend(_kueue_dra(conf, needs, source, fix_conf))
+    return findings
+
+
+def _kueue_excluded(conf: Mapping[str, Any], needs: PortalNeeds, source: str, fix_conf: str) -> list[Finding]:
+    """``resources.excludeResourcePrefixes``: Kueue ignores a request whose name starts with one.
+
+    The portal's ClusterQueues cover GPUs only, so cpu and memory must be excluded (or every
+    workload asks for a resource its queue does not cover and is never admitted), and no
+    GPU resource the ClusterQueues count may be (its quota would not be enforced).
+    """
+    prefixes = [str(p) for p in ((conf.get("resources") or {}).get("excludeResourcePrefixes") or [])]
+    setting = "resources.excludeResourcePrefixes"
+
+    def excluded(resource: str) -> bool:
+        return any(resource.startswith(p) for p in prefixes)
+
+    fix = f"{fix_conf}: resources.excludeResourcePrefixes: [{', '.join(scheduler_config.KUEUE_EXCLUDED_PREFIXES)}]"
+    findings = []
+    counted = [r for r in scheduler_config.KUEUE_EXCLUDED_PREFIXES if not excluded(r)]
+    if counted:
+        findings.append(
+            Finding(
+                source,
+                setting,
+                FIX,
+                f"{prefixes or 'none'}: Kueue counts {' and '.join(counted)}, which the portal's ClusterQueues do "
+                "not cover (they hold GPUs only), so no workload is ever admitted",
+                fix,
+            )
+        )
+    gpus = [r for r in needs.kueue_resources if excluded(r)]
+    if gpus:
+        findings.append(
+            Finding(
+                source,
+                setting,
+                FIX,
+                f"{prefixes} excludes {', '.join(gpus)}, which the portal's ClusterQueues count: the teams' GPU "
+                "quotas would not be enforced",
+                fix,
+            )
+        )
+    if not findings:
+        findings.append(Finding(source, setting, OK, f"{prefixes}: Kueue counts GPUs only, as the ClusterQueues do"))
     return findings
 
 
@@ -693,22 +813,41 @@ def _kueue_dra(conf: Mapping[str, Any], needs: PortalNeeds, source: str, fix_con
             )
         )
     mappings = ((conf.get("resources") or {}).get("deviceClassMappings")) or []
-    mapped = {str(c) for m in mappings if isinstance(m, Mapping) for c in (m.get("deviceClassNames") or [])}
+    counted_as = {
+        str(c): str(m.get("name", ""))
+        for m in mappings
+        if isinstance(m, Mapping)
+        for c in (m.get("deviceClassNames") or [])
+    }
     for device_class in needs.dra_device_classes:
-        if device_class in mapped:
-            findings.append(Finding(source, f"resources.deviceClassMappings {device_class}", OK, "mapped"))
-        else:
+        setting = f"resources.deviceClassMappings {device_class}"
+        wanted = scheduler_config.dra_resource_name(device_class)
+        fix = f"{fix_conf}: resources.deviceClassMappings: [{{name: {wanted}, deviceClassNames: [{device_class}]}}]"
+        if device_class not in counted_as:
             findings.append(
                 Finding(
                     source,
-                    f"resources.deviceClassMappings {device_class}",
+                    setting,
                     FIX,
                     f"DeviceClass {device_class} of the profile's DRA offerings is not mapped: Kueue marks their "
                     'workloads inadmissible ("DeviceClass ... is not mapped in DRA configuration")',
-                    f"{fix_conf}: resources.deviceClassMappings: "
-                    f"[{{name: {device_class}, deviceClassNames: [{device_class}]}}]",
+                    fix,
                 )
             )
+        elif counted_as[device_class] != wanted:
+            findings.append(
+                Finding(
+                    source,
+                    setting,
+                    FIX,
+                    f"mapped to {counted_as[device_class]!r}, but the portal's ClusterQueues count the class's "
+                    f"devices as {wanted!r}: its workloads are charged to another resource's quota, or are never "
+                    "admitted where no ClusterQueue covers that resource",
+                    fix,
+                )
+            )
+        else:
+            findings.append(Finding(source, setting, OK, f"mapped to {wanted}, which the ClusterQueues cover"))
     return findings
 
 
@@ -722,6 +861,12 @@ DCGM_SETTINGS = {
     ),
     "KUBERNETES_ENABLE_DRA": ("--kubernetes-enable-dra", "GPUs allocated through DRA are attributed to their pods"),
 }
+# Upstream's PodMapper.Process handles virtual GPUs and returns before its DRA pass, so an
+# exporter with KUBERNETES_VIRTUAL_GPUS=true never labels a DRA-allocated GPU with its pod.
+_VIRTUAL_SKIPS_DRA = (
+    "dcgm-exporter's virtual-GPU branch returns before its DRA step, so an exporter with "
+    "KUBERNETES_VIRTUAL_GPUS=true never attributes DRA-allocated GPUs to their pods"
+)
 _GO_TRUE = {"1", "t", "true"}
 _GO_FALSE = {"0", "f", "false"}
 
@@ -747,35 +892,34 @@ def _container_setting(container: Mapping[str, Any], env_name: str, flag: str) -
     return False  # the binary's default is false for all three
 
 
-def check_dcgm_exporter(
-    daemonset: Mapping[str, Any] | None, needs: PortalNeeds, ref: tuple[str, str] = DCGM_EXPORTER
-) -> list[Finding]:
-    source = f"DaemonSet {ref[0]}/{ref[1]}"
-    if daemonset is None:
-        return [
-            not_found(
-                source,
-                "dcgm-exporter (GPU metrics for usage and spend)",
-                "install the GPU Operator with dcgm-exporter, or pass --dcgm-exporter NAMESPACE/NAME",
-            )
-        ]
-    containers = ((((daemonset.get("spec") or {}).get("template") or {}).get("spec") or {}).get("containers")) or []
-    container = next((c for c in containers if "dcgm" in str(c.get("name", ""))), containers[0] if containers else {})
-    wanted = ["DCGM_EXPORTER_KUBERNETES"]
-    if needs.shared_gpus:
-        wanted.append("KUBERNETES_VIRTUAL_GPUS")
-    if needs.dra:
-        wanted.append("KUBERNETES_ENABLE_DRA")
+def _pod_spec(daemonset: Mapping[str, Any]) -> Mapping[str, Any]:
+    return ((daemonset.get("spec") or {}).get("template") or {}).get("spec") or {}
+
+
+def _exporter_container(daemonset: Mapping[str, Any]) -> Mapping[str, Any]:
+    containers = _pod_spec(daemonset).get("containers") or []
+    return next((c for c in containers if "dcgm" in str(c.get("name", ""))), containers[0] if containers else {})
+
+
+def _exporter_findings(daemonset: Mapping[str, Any], source: str, wanted: Mapping[str, bool]) -> list[Finding]:
+    """One finding per setting: ``wanted`` maps each env name to the value the portal needs."""
+    container = _exporter_container(daemonset)
     fix_where = "set it in the GPU Operator's ClusterPolicy (spec.dcgmExporter.env) or the DaemonSet's container env: "
     findings = []
-    for name in wanted:
+    for name, want in wanted.items():
         flag, why = DCGM_SETTINGS[name]
         value = _container_setting(container, name, flag)
-        if value is True:
-            findings.append(Finding(source, name, OK, f"true: {why}"))
-        elif value is None:
+        needed = f"needs {str(want).lower()}: " + (why if want else _VIRTUAL_SKIPS_DRA)
+        if value is None:
+            findings.append(Finding(source, name, UNKNOWN, f"comes from a reference this check cannot read; {needed}"))
+        elif value is want:
+            detail = f"true: {why}" if want else f"false, as DRA attribution needs ({_VIRTUAL_SKIPS_DRA})"
+            findings.append(Finding(source, name, OK, detail))
+        elif want:
             findings.append(
-                Finding(source, name, UNKNOWN, f"comes from a reference this check cannot read; needs true: {why}")
+                Finding(
+                    source, name, FIX, f"not true (upstream default false), but {needed}", f"{fix_where}{name}=true"
+                )
             )
         else:
             findings.append(
@@ -783,11 +927,138 @@ def check_dcgm_exporter(
                     source,
                     name,
                     FIX,
-                    f"not true (upstream default false), but needed: {why}",
-                    f"{fix_where}{name}=true",
+                    f"true, but this exporter attributes DRA GPUs: {_VIRTUAL_SKIPS_DRA}",
+                    f"{fix_where}{name}=false",
                 )
             )
     return findings
+
+
+def check_dcgm_exporter(
+    daemonset: Mapping[str, Any] | None,
+    needs: PortalNeeds,
+    ref: tuple[str, str] = DCGM_EXPORTER,
+    dra_daemonset: Mapping[str, Any] | None = None,
+    dra_ref: tuple[str, str] = DCGM_DRA_EXPORTER,
+) -> list[Finding]:
+    """The exporter(s) the profile's offerings need.
+
+    Time-sliced GPUs need ``KUBERNETES_VIRTUAL_GPUS=true`` and DRA GPUs need it false (see
+    ``_VIRTUAL_SKIPS_DRA``), so a profile with both needs two exporters, as the sandbox's
+    recommended setup has (``sandbox/gpu_operator.py``): ``ref`` for the device-plugin nodes
+    and ``dra_ref`` (``KUBERNETES_ENABLE_DRA=true``, virtual GPUs off) for the DRA nodes.
+    With only one kind, the one exporter ``ref`` is configured for it.
+    """
+    source = f"DaemonSet {ref[0]}/{ref[1]}"
+    two = needs.shared_gpus and needs.dra
+    findings = []
+    if daemonset is None:
+        findings.append(
+            not_found(
+                source,
+                "dcgm-exporter (GPU metrics for usage and spend)",
+                "install the GPU Operator with dcgm-exporter, or pass --dcgm-exporter NAMESPACE/NAME",
+            )
+        )
+    else:
+        wanted = {"DCGM_EXPORTER_KUBERNETES": True}
+        if needs.shared_gpus:
+            wanted["KUBERNETES_VIRTUAL_GPUS"] = True
+        elif needs.dra:
+            wanted["KUBERNETES_ENABLE_DRA"] = True
+            wanted["KUBERNETES_VIRTUAL_GPUS"] = False
+        findings += _exporter_findings(daemonset, source, wanted)
+    if two:
+        findings += _dra_exporter(daemonset, dra_daemonset, ref, dra_ref)
+    return findings
+
+
+def _dra_exporter(
+    daemonset: Mapping[str, Any] | None,
+    dra_daemonset: Mapping[str, Any] | None,
+    ref: tuple[str, str],
+    dra_ref: tuple[str, str],
+) -> list[Finding]:
+    source = f"DaemonSet {dra_ref[0]}/{dra_ref[1]}"
+    if dra_daemonset is None:
+        return [
+            not_found(
+                source,
+                "a second dcgm-exporter for the DRA nodes. The profile has time-sliced and DRA offerings, and one "
+                f"exporter cannot attribute both: {_VIRTUAL_SKIPS_DRA}, while without it shared GPUs carry no pod",
+                f"run a second dcgm-exporter DaemonSet {dra_ref[1]} on the DRA nodes with "
+                "DCGM_EXPORTER_KUBERNETES=true, "
+                f"KUBERNETES_ENABLE_DRA=true, KUBERNETES_VIRTUAL_GPUS=false, keep {ref[1]} off those nodes, "
+                "or pass --dcgm-exporter-dra NAMESPACE/NAME",
+            )
+        ]
+    wanted = {"DCGM_EXPORTER_KUBERNETES": True, "KUBERNETES_ENABLE_DRA": True, "KUBERNETES_VIRTUAL_GPUS": False}
+    findings = _exporter_findings(dra_daemonset, source, wanted)
+    if daemonset is not None:
+        findings.append(_exporters_apart(daemonset, dra_daemonset, ref, source))
+    return findings
+
+
+def _exporters_apart(
+    daemonset: Mapping[str, Any], dra_daemonset: Mapping[str, Any], ref: tuple[str, str], source: str
+) -> Finding:
+    """Does a label the DRA exporter selects its nodes by keep the other exporter off them?
+
+    On a node both run on, its GPUs are exported twice, once without their DRA pods.
+    """
+    selector = dict(_pod_spec(dra_daemonset).get("nodeSelector") or {})
+    setting = "nodes"
+    if not selector:
+        return Finding(
+            source,
+            setting,
+            FIX,
+            "no nodeSelector: it runs on every node its tolerations admit, shared-GPU nodes too, where its "
+            "virtual-GPU setting is off and those GPUs carry no pod",
+            "select the DRA nodes by a label (e.g. nodeSelector {nvidia.com/dra-driver-gpu: 'true'})",
+        )
+    other = _pod_spec(daemonset)
+    if any(_keeps_off(other, key, value) for key, value in selector.items()):
+        return Finding(source, setting, OK, f"runs on nodes {selector}, which {ref[1]} stays off")
+    # Suggest a label the other exporter does not itself require (GPU-node labels both share).
+    shared = other.get("nodeSelector") or {}
+    distinct = [(k, v) for k, v in selector.items() if str(shared.get(k)) != str(v)]
+    key, value = (distinct or list(selector.items()))[0]
+    return Finding(
+        source,
+        setting,
+        FIX,
+        f"runs on nodes {selector}, and nothing keeps {ref[1]} off them: their GPUs would be exported twice, "
+        "once without their DRA pods",
+        f"give {ref[1]} a required node affinity {{key: {key}, operator: DoesNotExist}} (or NotIn [{value}])",
+    )
+
+
+def _keeps_off(pod_spec: Mapping[str, Any], key: str, value: str) -> bool:
+    """True when no node labelled ``key=value`` can satisfy the pod spec's node constraints."""
+    node_selector = pod_spec.get("nodeSelector") or {}
+    if key in node_selector and str(node_selector[key]) != str(value):
+        return True
+    required = ((pod_spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ) or {}
+    terms = [t for t in required.get("nodeSelectorTerms") or [] if t.get("matchExpressions") or t.get("matchFields")]
+    if not terms:
+        return False
+
+    def excludes(expression: Mapping[str, Any]) -> bool:
+        if expression.get("key") != key:
+            return False
+        values = [str(v) for v in expression.get("values") or []]
+        operator = expression.get("operator")
+        return (
+            operator == "DoesNotExist"
+            or (operator == "NotIn" and str(value) in values)
+            or (operator == "In" and str(value) not in values)
+        )
+
+    # Terms are ORed, expressions within a term ANDed: every term must exclude the label.
+    return all(any(excludes(e) for e in term.get("matchExpressions") or []) for term in terms)
 
 
 def check_all(
@@ -799,17 +1070,20 @@ def check_all(
     """Every check, in order.
 
     ``objects``, ``refs`` and ``unreadable`` are keyed "kserve", "storage", "knative",
-    "volcano", "kueue" and "dcgm": the fetched object (None: not found), where it was
-    looked for (a namespace; for "dcgm" a (namespace, name) pair), and for objects that
-    could not be read (e.g. 403) the reason, reported instead of that object's check.
+    "volcano", "kueue", "dcgm" and "dcgm_dra": the fetched object (None: not found), where
+    it was looked for (a namespace; for the dcgm-exporters a (namespace, name) pair;
+    "dcgm_dra" may be left out for the default), and for objects that could not be read
+    (e.g. 403) the reason, reported instead of that object's check.
     """
     unreadable = unreadable or {}
+    dra_ref = tuple(refs.get("dcgm_dra") or DCGM_DRA_EXPORTER)
     sources = {
         "kserve": _cm_source((refs["kserve"], ISVC_CONFIG[1])),
         "knative": _cm_source((refs["knative"], KNATIVE_FEATURES[1])),
         "volcano": _cm_source((refs["volcano"], VOLCANO_SCHEDULER[1])),
         "kueue": _cm_source((refs["kueue"], KUEUE_MANAGER[1])),
         "dcgm": f"DaemonSet {refs['dcgm'][0]}/{refs['dcgm'][1]}",
+        "dcgm_dra": f"DaemonSet {dra_ref[0]}/{dra_ref[1]}",
         "storage": f"ClusterStorageContainer {STORAGE_CONTAINER}",
     }
 
@@ -831,10 +1105,20 @@ def check_all(
             findings += check_knative(objects.get(key), needs, default_mode, refs[key])
         else:
             findings += check(objects.get(key), needs, refs[key])
-    if "dcgm" in unreadable:
-        findings += cannot_read("dcgm")
-    else:
-        findings += check_dcgm_exporter(objects.get("dcgm"), needs, tuple(refs["dcgm"]))
+    dcgm = check_dcgm_exporter(
+        None if "dcgm" in unreadable else objects.get("dcgm"),
+        needs,
+        tuple(refs["dcgm"]),
+        None if "dcgm_dra" in unreadable else objects.get("dcgm_dra"),
+        dra_ref,
+    )
+    # An unreadable exporter is reported as such, not as missing.
+    for key in ("dcgm", "dcgm_dra"):
+        if key in unreadable:
+            dcgm = [f for f in dcgm if f.source != sources[key]]
+            if key == "dcgm" or (needs.shared_gpus and needs.dra):
+                dcgm += cannot_read(key)
+    findings += sorted(dcgm, key=lambda f: f.source != sources["dcgm"])
     return findings
 
 

@@ -139,9 +139,11 @@ CONFIG_OBJECTS: tuple[ConfigObjects, ...] = (
         # KServe, Knative Serving, Volcano's scheduler and Kueue's manager, as upstream names them.
         ("inferenceservice-config", "config-features", "volcano-scheduler-configmap", "kueue-manager-config"),
     ),
-    # The GPU Operator's dcgm-exporter, and the name of dcgm-exporter's own Helm chart.
+    # The GPU Operator's dcgm-exporter, the name of dcgm-exporter's own Helm chart, and the
+    # second exporter DRA nodes need when shared GPUs exist too (jobs/preflight.py).
     ConfigObjects(
-        KindInfo("apps/v1", "DaemonSet", "daemonsets", namespaced=True), ("nvidia-dcgm-exporter", "dcgm-exporter")
+        KindInfo("apps/v1", "DaemonSet", "daemonsets", namespaced=True),
+        ("nvidia-dcgm-exporter", "dcgm-exporter", "nvidia-dcgm-exporter-dra"),
     ),
     ConfigObjects(
         KindInfo("serving.kserve.io/v1alpha1", "ClusterStorageContainer", "clusterstoragecontainers", namespaced=False),

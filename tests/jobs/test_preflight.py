@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import copy
 from dataclasses import replace
+from types import SimpleNamespace
 
 import pytest
 import yaml
 
 from jobs import preflight
 from jobs.preflight import FIX, NOT_FOUND, OK, UNKNOWN, PortalNeeds
+from portal import scheduler_config
 from portal.cluster_profile import load_profile
+from sandbox import gpu_operator
 from tests.conftest import DEMO_PROFILE, REPO_ROOT, SHARED_REFERENCE
 
 KUEUE_PROFILE = REPO_ROOT / "deploy" / "cluster-profiles" / "demo-kueue.yaml"
@@ -229,28 +232,59 @@ def volcano_cm(conf_path: str) -> dict:
     return configmap("volcano-system", "volcano-scheduler-configmap", {"volcano-scheduler.conf": text})
 
 
-def test_upstream_volcano_default_has_no_reclaim_and_no_dra(demo):
+def test_upstream_volcano_default_lacks_preempt_and_reclaim_uses_proportion_and_has_no_dra(demo):
     findings = by_setting(preflight.check_volcano(volcano_cm("volcano/scheduler-config/volcano-scheduler.conf"), demo))
     assert findings["actions"].status == FIX
-    assert findings["actions"].detail.startswith("enqueue, allocate, backfill; missing reclaim (")
-    assert 'actions: "enqueue, allocate, backfill, reclaim"' in findings["actions"].fix
-    for plugin in ("plugin gang", "plugin priority", "plugin predicates", "queue plugin"):
+    assert findings["actions"].detail.startswith("enqueue, allocate, backfill; missing preempt (")
+    assert "; reclaim (" in findings["actions"].detail
+    # The fix lists the actions in the portal's order (Volcano runs them in the order listed).
+    assert 'actions: "enqueue, allocate, preempt, reclaim, backfill"' in findings["actions"].fix
+    for plugin in ("plugin gang", "plugin priority", "plugin predicates"):
         assert findings[plugin].status == OK, plugin
+    queue = findings["queue plugin"]
+    assert queue.status == FIX and "never reads Queue.spec.deserved" in queue.detail
+    assert queue.fix.endswith("replace proportion with capacity")
     assert findings["predicates.predicate.DynamicResourceAllocationEnable"].status == FIX
 
 
-def test_upstream_volcano_ci_configuration_has_everything_the_portal_needs(demo):
+def test_upstream_volcano_ci_configuration_has_every_action_but_proportion_instead_of_capacity(demo):
     findings = preflight.check_volcano(volcano_cm("volcano/scheduler-config/volcano-scheduler-ci.conf"), demo)
+    assert [(f.setting, f.status) for f in findings if f.status != OK] == [("queue plugin", FIX)]
+
+
+def test_the_portals_own_volcano_configuration_passes_every_check(demo):
+    findings = preflight.check_volcano(scheduler_config.volcano_scheduler_configmap(), demo)
     assert [f for f in findings if f.status != OK] == []
+    assert by_setting(findings)["queue plugin"].detail.startswith("capacity enforces")
+
+
+def test_volcano_checks_the_actions_and_plugins_of_the_portals_configuration_with_a_reason_for_each():
+    assert tuple(preflight.VOLCANO_ACTIONS) == scheduler_config.VOLCANO_ACTIONS
+    assert all(preflight.VOLCANO_ACTIONS.values())
+    configured = {p["name"] for tier in scheduler_config.VOLCANO_TIERS for p in tier}
+    assert set(preflight.VOLCANO_PLUGINS) == {"gang", "priority", "predicates"} <= configured
+    assert preflight.VOLCANO_QUEUE_PLUGIN in configured and preflight.VOLCANO_WRONG_QUEUE_PLUGIN not in configured
+
+
+def test_capacity_and_proportion_enabled_together_is_named():
+    conf = scheduler_config.volcano_scheduler_config()
+    conf["tiers"][1]["plugins"].append({"name": "proportion"})
+    cm = scheduler_config.volcano_scheduler_configmap(yaml.safe_dump(conf))
+    queue = by_setting(preflight.check_volcano(cm, PortalNeeds()))["queue plugin"]
+    assert queue.status == FIX and "both capacity and proportion are enabled" in queue.detail
+    assert queue.fix.endswith("remove proportion (keep capacity)")
 
 
 def test_volcano_without_gang_or_a_queue_plugin_is_named():
-    conf = 'actions: "enqueue, allocate, reclaim"\ntiers:\n- plugins:\n  - name: priority\n  - name: predicates\n'
+    conf = (
+        'actions: "enqueue, allocate, preempt, reclaim, backfill"\n'
+        "tiers:\n- plugins:\n  - name: priority\n  - name: predicates\n"
+    )
     cm = configmap("volcano-system", "volcano-scheduler-configmap", {"volcano-scheduler.conf": conf})
     findings = by_setting(preflight.check_volcano(cm, PortalNeeds()))
     assert findings["actions"].status == OK
     assert findings["plugin gang"].status == FIX and "all their pods or none" in findings["plugin gang"].detail
-    assert findings["queue plugin"].status == FIX
+    assert findings["queue plugin"].status == FIX and findings["queue plugin"].fix.endswith("add capacity")
     assert "predicates.predicate.DynamicResourceAllocationEnable" not in findings  # no DRA offerings
 
 
@@ -266,25 +300,74 @@ def kueue_cm(conf: str) -> dict:
     return configmap("kueue-system", "kueue-manager-config", {"controller_manager_config.yaml": conf})
 
 
-def test_upstream_kueue_configuration_maps_no_dra_device_class(kueue_demo):
+def test_upstream_kueue_configuration_maps_no_dra_device_class_and_counts_cpu_and_memory(kueue_demo):
     needs = PortalNeeds(**{**kueue_demo.__dict__, "dra_device_classes": ("gpu.nvidia.com", "mig.nvidia.com")})
-    findings = by_setting(
-        preflight.check_kueue(kueue_cm(reference("kueue/controller_manager_config.yaml").read_text()), needs)
-    )
+    findings = preflight.check_kueue(kueue_cm(reference("kueue/controller_manager_config.yaml").read_text()), needs)
+    settings = by_setting(findings)
     for framework in ("trainer.kubeflow.org/trainjob", "jobset.x-k8s.io/jobset", "pod", "statefulset"):
-        assert findings[f"integrations.frameworks {framework}"].status == OK
-    mapping = findings["resources.deviceClassMappings gpu.nvidia.com"]
+        assert settings[f"integrations.frameworks {framework}"].status == OK
+    mapping = settings["resources.deviceClassMappings gpu.nvidia.com"]
     assert mapping.status == FIX and "not mapped" in mapping.detail
-    assert "deviceClassNames: [gpu.nvidia.com]" in mapping.fix
-    assert findings["resources.deviceClassMappings mig.nvidia.com"].status == FIX
+    assert "{name: gpu.nvidia.com, deviceClassNames: [gpu.nvidia.com]}" in mapping.fix
+    assert settings["resources.deviceClassMappings mig.nvidia.com"].status == FIX
+    excluded = settings["resources.excludeResourcePrefixes"]
+    assert excluded.status == FIX and "Kueue counts cpu and memory" in excluded.detail
+    assert excluded.fix.endswith("resources.excludeResourcePrefixes: [cpu, memory]")
+    labels = settings["integrations.labelKeysToCopy"]
+    assert labels.status == FIX and "gpu-portal.io/workload-id" in labels.detail
 
 
-def test_mapped_device_classes_and_the_needed_integrations_pass(kueue_demo):
-    needs = PortalNeeds(**{**kueue_demo.__dict__, "dra_device_classes": ("gpu.nvidia.com",)})
-    conf = yaml.safe_load(reference("kueue/controller_manager_config.yaml").read_text())
-    conf["resources"] = {"deviceClassMappings": [{"name": "nvidia.com/gpu", "deviceClassNames": ["gpu.nvidia.com"]}]}
-    findings = preflight.check_kueue(kueue_cm(yaml.safe_dump(conf)), needs)
+def test_the_portals_own_kueue_configuration_passes_every_check(kueue_demo):
+    needs = PortalNeeds(**{**kueue_demo.__dict__, "dra_device_classes": scheduler_config.DRA_DEVICE_CLASSES})
+    findings = preflight.check_kueue(scheduler_config.kueue_manager_configmap(), needs)
     assert [f for f in findings if f.status != OK] == []
+    assert {f.setting for f in findings} >= {
+        "resources.deviceClassMappings gpu.nvidia.com",
+        "resources.deviceClassMappings mig.nvidia.com",
+        "resources.excludeResourcePrefixes",
+        "integrations.labelKeysToCopy",
+    }
+
+
+def test_kueue_checks_the_integrations_of_the_portals_configuration_with_a_reason_for_each():
+    assert tuple(preflight.KUEUE_FRAMEWORKS) == scheduler_config.KUEUE_FRAMEWORKS
+    assert all(preflight.KUEUE_FRAMEWORKS.values())
+
+
+def test_kueue_needs_the_statefulset_integration_only_for_dra_offerings(kueue_demo):
+    no_dra = PortalNeeds(**{**kueue_demo.__dict__, "dra_device_classes": ()})
+    findings = preflight.check_kueue(scheduler_config.kueue_manager_configmap(), no_dra)
+    assert "integrations.frameworks statefulset" not in by_setting(findings)
+
+
+def test_a_device_class_mapped_to_another_resource_than_the_cluster_queues_count_is_named(kueue_demo):
+    needs = PortalNeeds(**{**kueue_demo.__dict__, "dra_device_classes": ("gpu.nvidia.com",)})
+    conf = scheduler_config.kueue_manager_configuration()
+    conf["resources"]["deviceClassMappings"] = [{"name": "nvidia.com/gpu", "deviceClassNames": ["gpu.nvidia.com"]}]
+    mapping = by_setting(preflight.check_kueue(kueue_cm(yaml.safe_dump(conf)), needs))[
+        "resources.deviceClassMappings gpu.nvidia.com"
+    ]
+    assert mapping.status == FIX
+    assert "mapped to 'nvidia.com/gpu'" in mapping.detail and "'gpu.nvidia.com'" in mapping.detail
+
+
+def test_excluding_a_gpu_resource_the_cluster_queues_count_is_named(kueue_demo):
+    assert "nvidia.com/gpu" in kueue_demo.kueue_resources
+    conf = scheduler_config.kueue_manager_configuration()
+    conf["resources"]["excludeResourcePrefixes"] = ["cpu", "memory", "nvidia.com"]
+    findings = [
+        f
+        for f in preflight.check_kueue(kueue_cm(yaml.safe_dump(conf)), kueue_demo)
+        if f.setting == "resources.excludeResourcePrefixes"
+    ]
+    assert [f.status for f in findings] == [FIX]
+    assert "excludes" in findings[0].detail and "nvidia.com/gpu" in findings[0].detail
+    assert "quotas would not be enforced" in findings[0].detail
+
+
+def test_the_needed_integrations_and_a_turned_off_dra_gate_are_named(kueue_demo):
+    needs = PortalNeeds(**{**kueue_demo.__dict__, "dra_device_classes": ("gpu.nvidia.com",)})
+    conf = scheduler_config.kueue_manager_configuration()
     conf["integrations"]["frameworks"].remove("pod")
     conf["featureGates"] = {"KueueDRAIntegration": False}
     findings = by_setting(preflight.check_kueue(kueue_cm(yaml.safe_dump(conf)), needs))
@@ -312,25 +395,40 @@ def dcgm_daemonset(env: list[dict], args: list[str] | None = None) -> dict:
     }
 
 
+def shared_only(demo: PortalNeeds) -> PortalNeeds:
+    return PortalNeeds(**{**demo.__dict__, "dra_device_classes": ()})
+
+
+def dra_only(demo: PortalNeeds) -> PortalNeeds:
+    return PortalNeeds(**{**demo.__dict__, "shared_gpus": False})
+
+
+def seeded_exporters(cluster_setup: str) -> dict[str, dict]:
+    """The dcgm-exporter DaemonSets the sandbox seeds for the demo profile, by name."""
+    profile = SimpleNamespace(cluster_setup=cluster_setup)
+    return {obj["metadata"]["name"]: obj for _, obj in gpu_operator.exporter_daemonsets(profile)}
+
+
 def test_the_upstream_helm_environment_attributes_pods_but_not_shared_or_dra_gpus(demo):
     # dcgm-exporter's Helm chart sets only DCGM_EXPORTER_KUBERNETES (labels.yaml); the other two default to false.
     ds = dcgm_daemonset([{"name": "DCGM_EXPORTER_KUBERNETES", "value": "true"}])
-    findings = by_setting(preflight.check_dcgm_exporter(ds, demo))
+    findings = by_setting(preflight.check_dcgm_exporter(ds, shared_only(demo)))
     assert findings["DCGM_EXPORTER_KUBERNETES"].status == OK
     assert findings["KUBERNETES_VIRTUAL_GPUS"].status == FIX
     assert "time-sliced GPUs" in findings["KUBERNETES_VIRTUAL_GPUS"].detail
     assert findings["KUBERNETES_VIRTUAL_GPUS"].fix.endswith("KUBERNETES_VIRTUAL_GPUS=true")
+    findings = by_setting(preflight.check_dcgm_exporter(ds, dra_only(demo)))
     assert findings["KUBERNETES_ENABLE_DRA"].status == FIX
+    assert findings["KUBERNETES_VIRTUAL_GPUS"].status == OK  # false, as DRA attribution needs
 
 
 def test_a_daemonset_without_kubernetes_mode_is_named_and_flags_count_too(demo):
     findings = by_setting(preflight.check_dcgm_exporter(dcgm_daemonset([]), demo))
     assert findings["DCGM_EXPORTER_KUBERNETES"].status == FIX
-    ds = dcgm_daemonset(
-        [{"name": "KUBERNETES_VIRTUAL_GPUS", "value": "True"}],
-        args=["--kubernetes", "--kubernetes-enable-dra=true"],
-    )
-    assert {f.status for f in preflight.check_dcgm_exporter(ds, demo)} == {OK}
+    ds = dcgm_daemonset([{"name": "KUBERNETES_VIRTUAL_GPUS", "value": "True"}], args=["--kubernetes"])
+    assert {f.status for f in preflight.check_dcgm_exporter(ds, shared_only(demo))} == {OK}
+    ds = dcgm_daemonset([], args=["--kubernetes", "--kubernetes-enable-dra=true"])
+    assert {f.status for f in preflight.check_dcgm_exporter(ds, dra_only(demo))} == {OK}
 
 
 def test_a_value_from_a_secret_cannot_be_judged_here(demo):
@@ -341,6 +439,76 @@ def test_a_value_from_a_secret_cannot_be_judged_here(demo):
 def test_only_what_the_profile_uses_is_asked_of_dcgm_exporter():
     ds = dcgm_daemonset([{"name": "DCGM_EXPORTER_KUBERNETES", "value": "1"}])
     assert [f.setting for f in preflight.check_dcgm_exporter(ds, PortalNeeds())] == ["DCGM_EXPORTER_KUBERNETES"]
+
+
+def test_a_dra_only_profile_needs_virtual_gpus_off_because_that_branch_skips_dra():
+    needs = PortalNeeds(dra_device_classes=("gpu.nvidia.com",))
+    ds = dcgm_daemonset(
+        [{"name": "KUBERNETES_VIRTUAL_GPUS", "value": "true"}], args=["--kubernetes", "--kubernetes-enable-dra"]
+    )
+    findings = by_setting(preflight.check_dcgm_exporter(ds, needs))
+    virtual = findings["KUBERNETES_VIRTUAL_GPUS"]
+    assert virtual.status == FIX and "returns before its DRA step" in virtual.detail
+    assert virtual.fix.endswith("KUBERNETES_VIRTUAL_GPUS=false")
+    assert findings["KUBERNETES_ENABLE_DRA"].status == OK
+    assert all(f.source == "DaemonSet gpu-operator/nvidia-dcgm-exporter" for f in findings.values())
+
+
+def test_the_sandboxs_recommended_exporters_attribute_shared_and_dra_gpus(demo):
+    exporters = seeded_exporters("recommended")
+    assert (preflight.DCGM_EXPORTER[1], preflight.DCGM_DRA_EXPORTER[1]) == (gpu_operator.NAME, gpu_operator.DRA_NAME)
+    findings = preflight.check_dcgm_exporter(
+        exporters[gpu_operator.NAME], demo, dra_daemonset=exporters[gpu_operator.DRA_NAME]
+    )
+    assert [f for f in findings if f.status != OK] == []
+    dra = [f for f in findings if f.source == "DaemonSet gpu-operator/nvidia-dcgm-exporter-dra"]
+    assert [f.setting for f in dra] == [
+        "DCGM_EXPORTER_KUBERNETES",
+        "KUBERNETES_ENABLE_DRA",
+        "KUBERNETES_VIRTUAL_GPUS",
+        "nodes",
+    ]
+
+
+def test_one_stock_exporter_cannot_attribute_both_shared_and_dra_gpus(demo):
+    (stock,) = seeded_exporters("stock").values()
+    findings = preflight.check_dcgm_exporter(stock, demo)
+    main = by_setting([f for f in findings if f.source == "DaemonSet gpu-operator/nvidia-dcgm-exporter"])
+    assert main["DCGM_EXPORTER_KUBERNETES"].status == OK
+    assert main["KUBERNETES_VIRTUAL_GPUS"].status == FIX
+    (missing,) = [f for f in findings if f.source == "DaemonSet gpu-operator/nvidia-dcgm-exporter-dra"]
+    assert missing.status == NOT_FOUND
+    assert "one exporter cannot attribute both" in missing.detail and "returns before its DRA step" in missing.detail
+    assert "KUBERNETES_VIRTUAL_GPUS=false" in missing.fix and "--dcgm-exporter-dra" in missing.fix
+
+
+def test_a_dra_exporter_with_virtual_gpus_on_or_sharing_nodes_with_the_other_is_named(demo):
+    exporters = seeded_exporters("recommended")
+    main, dra = exporters[gpu_operator.NAME], copy.deepcopy(exporters[gpu_operator.DRA_NAME])
+    env = dra["spec"]["template"]["spec"]["containers"][0]["env"]
+    next(e for e in env if e["name"] == "KUBERNETES_VIRTUAL_GPUS")["value"] = "true"
+    findings = by_setting(preflight.check_dcgm_exporter(main, demo, dra_daemonset=dra))
+    assert findings["KUBERNETES_VIRTUAL_GPUS"].status == OK  # the main exporter's comes first
+    dra_findings = by_setting(
+        [f for f in preflight.check_dcgm_exporter(main, demo, dra_daemonset=dra) if "-dra" in f.source]
+    )
+    assert dra_findings["KUBERNETES_VIRTUAL_GPUS"].status == FIX
+    # Without its affinity the main exporter runs on DRA nodes too.
+    overlapping = copy.deepcopy(main)
+    del overlapping["spec"]["template"]["spec"]["affinity"]
+    nodes = by_setting(preflight.check_dcgm_exporter(overlapping, demo, dra_daemonset=dra))["nodes"]
+    assert nodes.status == FIX and "exported twice" in nodes.detail
+    assert "operator: DoesNotExist" in nodes.fix and "nvidia.com/dra-driver-gpu" in nodes.fix
+    # Without a nodeSelector the DRA exporter runs on the shared-GPU nodes.
+    del dra["spec"]["template"]["spec"]["nodeSelector"]
+    nodes = by_setting(preflight.check_dcgm_exporter(main, demo, dra_daemonset=dra))["nodes"]
+    assert nodes.status == FIX and "no nodeSelector" in nodes.detail
+
+
+def test_a_shared_gpu_only_profile_needs_no_second_exporter(demo):
+    (stock,) = seeded_exporters("stock").values()
+    findings = preflight.check_dcgm_exporter(stock, shared_only(demo))
+    assert {f.source for f in findings} == {"DaemonSet gpu-operator/nvidia-dcgm-exporter"}
 
 
 # -- all together ----------------------------------------------------------------------------
@@ -369,3 +537,10 @@ def test_an_unreadable_object_is_reported_instead_of_checked(demo):
     findings = preflight.check_all({}, demo, REFS, {"volcano": "403 Forbidden: configmaps is forbidden"})
     (volcano,) = [f for f in findings if "volcano" in f.source]
     assert volcano.status == UNKNOWN and "403 Forbidden" in volcano.detail
+
+
+def test_an_unreadable_dra_exporter_is_reported_instead_of_missing(demo):
+    refs = {**REFS, "dcgm_dra": ("gpu-operator", "nvidia-dcgm-exporter-dra")}
+    findings = preflight.check_all({}, demo, refs, {"dcgm_dra": "403 Forbidden: daemonsets is forbidden"})
+    (dra,) = [f for f in findings if f.source == "DaemonSet gpu-operator/nvidia-dcgm-exporter-dra"]
+    assert dra.status == UNKNOWN and "403 Forbidden" in dra.detail

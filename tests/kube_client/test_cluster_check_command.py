@@ -134,6 +134,7 @@ def test_an_add_on_object_the_role_may_not_read_is_reported_and_the_rest_still_c
         "/api/v1/namespaces/volcano-system/configmaps/volcano-scheduler-configmap",
         "/api/v1/namespaces/kueue-system/configmaps/kueue-manager-config",
         "/apis/apps/v1/namespaces/gpu-operator/daemonsets/nvidia-dcgm-exporter",
+        "/apis/apps/v1/namespaces/gpu-operator/daemonsets/nvidia-dcgm-exporter-dra",
     }
     with pytest.raises(CommandError, match=r"configuration finding\(s\) need attention") as caught:
         call_command("cluster_check", "--strict", stdout=io.StringIO())
@@ -148,23 +149,28 @@ def test_the_namespaces_looked_in_can_be_given(kube_settings, fake_api):
         "kubeflow",
         "--dcgm-exporter",
         "monitoring/dcgm-exporter",
+        "--dcgm-exporter-dra",
+        "monitoring/nvidia-dcgm-exporter-dra",
         stdout=io.StringIO(),
     )
     paths = {r.path for r in fake_api.requests}
     assert "/api/v1/namespaces/kubeflow/configmaps/inferenceservice-config" in paths
     assert "/apis/apps/v1/namespaces/monitoring/daemonsets/dcgm-exporter" in paths
+    assert "/apis/apps/v1/namespaces/monitoring/daemonsets/nvidia-dcgm-exporter-dra" in paths
 
 
 @pytest.mark.parametrize(
     "value, message",
     [
         ("nvidia-dcgm-exporter", "--dcgm-exporter must be NAMESPACE/NAME"),
-        ("gpu-operator/my-exporter", "the DaemonSet must be named nvidia-dcgm-exporter or dcgm-exporter"),
+        ("gpu-operator/my-exporter", "the DaemonSet must be named nvidia-dcgm-exporter, dcgm-exporter or nvidia-"),
     ],
 )
-def test_a_dcgm_exporter_the_role_cannot_read_is_refused_up_front(kube_settings, fake_api, value, message):
+@pytest.mark.parametrize("option", ["--dcgm-exporter", "--dcgm-exporter-dra"])
+def test_a_dcgm_exporter_the_role_cannot_read_is_refused_up_front(kube_settings, fake_api, value, message, option):
+    message = message.replace("--dcgm-exporter", option)
     with pytest.raises(CommandError, match=message):
-        call_command("cluster_check", "--dcgm-exporter", value, stdout=io.StringIO())
+        call_command("cluster_check", option, value, stdout=io.StringIO())
     assert fake_api.requests == []
 
 

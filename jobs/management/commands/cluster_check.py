@@ -32,7 +32,9 @@ CONFIG_READS = {
     "volcano": ("v1", "ConfigMap", preflight.VOLCANO_SCHEDULER[1]),
     "kueue": ("v1", "ConfigMap", preflight.KUEUE_MANAGER[1]),
     "dcgm": ("apps/v1", "DaemonSet", ""),
+    "dcgm_dra": ("apps/v1", "DaemonSet", ""),
 }
+DAEMONSET_OPTIONS = {"dcgm": "dcgm_exporter", "dcgm_dra": "dcgm_exporter_dra"}
 
 
 class Command(BaseCommand):
@@ -53,17 +55,18 @@ class Command(BaseCommand):
             help="the dcgm-exporter DaemonSet (default: the GPU Operator's)",
         )
         parser.add_argument(
+            "--dcgm-exporter-dra",
+            default="/".join(preflight.DCGM_DRA_EXPORTER),
+            metavar="NAMESPACE/NAME",
+            help="the second dcgm-exporter DaemonSet, for DRA nodes (checked when the profile has time-sliced and "
+            "DRA offerings: one exporter cannot attribute both)",
+        )
+        parser.add_argument(
             "--strict", action="store_true", help="exit 1 when a configuration finding needs attention too"
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        namespace, sep, name = options["dcgm_exporter"].partition("/")
-        if not (sep and namespace and name):
-            raise CommandError(f"--dcgm-exporter must be NAMESPACE/NAME, not {options['dcgm_exporter']!r}")
-        allowed = next(e.names for e in CONFIG_OBJECTS if e.info.kind == "DaemonSet")
-        if name not in allowed:
-            # The ClusterRole grants get on these names only (jobs/kube/kinds.py CONFIG_OBJECTS).
-            raise CommandError(f"--dcgm-exporter: the DaemonSet must be named {' or '.join(allowed)}, not {name!r}")
+        exporters = {key: self.daemonset_option(options, option) for key, option in DAEMONSET_OPTIONS.items()}
         try:
             profile = load_profile(settings.CLUSTER_PROFILE)
         except ProfileError as exc:
@@ -79,7 +82,7 @@ class Command(BaseCommand):
             "knative": options["knative_namespace"],
             "volcano": options["volcano_namespace"],
             "kueue": options["kueue_namespace"],
-            "dcgm": (namespace, name),
+            **exporters,
         }
         with cluster:
             result = cluster.check(queueing())
@@ -99,14 +102,27 @@ class Command(BaseCommand):
         if options["strict"] and attention:
             raise CommandError(f"{len(attention)} configuration finding(s) need attention", returncode=1)
 
+    @staticmethod
+    def daemonset_option(options: dict[str, Any], option: str) -> tuple[str, str]:
+        flag = "--" + option.replace("_", "-")
+        namespace, sep, name = options[option].partition("/")
+        if not (sep and namespace and name):
+            raise CommandError(f"{flag} must be NAMESPACE/NAME, not {options[option]!r}")
+        allowed = next(e.names for e in CONFIG_OBJECTS if e.info.kind == "DaemonSet")
+        if name not in allowed:
+            # The ClusterRole grants get on these names only (jobs/kube/kinds.py CONFIG_OBJECTS).
+            names = ", ".join(allowed[:-1]) + f" or {allowed[-1]}"
+            raise CommandError(f"{flag}: the DaemonSet must be named {names}, not {name!r}")
+        return namespace, name
+
     def fetch(self, cluster: Cluster, refs: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
         """Each configuration object, None when it does not exist; read errors (403, ...) by key."""
         objects: dict[str, Any] = {}
         unreadable: dict[str, str] = {}
         for key, (api_version, kind, name) in CONFIG_READS.items():
             namespace = refs.get(key) if key != "storage" else None
-            if key == "dcgm":
-                namespace, name = refs["dcgm"]
+            if key in DAEMONSET_OPTIONS:
+                namespace, name = refs[key]
             try:
                 objects[key] = cluster.read_config(api_version, kind, name, namespace)
             except ClusterError as exc:
