@@ -4,8 +4,7 @@ The sandbox seeds the add-ons' configuration from the profile's ``cluster_setup`
 (``sandbox/setup_objects.py``): ``recommended`` is what ``portal/scheduler_config.py`` and
 ``sandbox/gpu_operator.py`` say the portal needs, ``stock`` upstream's shipped defaults. So
 the preflight, the docs and the sandbox agree exactly when ``recommended`` reads all ok and
-``stock`` shows the findings an operator meets on a freshly installed cluster. KServe and
-Knative findings are not asserted here (their sandbox setup is not this check's subject).
+``stock`` shows the findings an operator meets on a freshly installed cluster.
 """
 
 from __future__ import annotations
@@ -26,6 +25,7 @@ VOLCANO = "ConfigMap volcano-system/volcano-scheduler-configmap"
 KUEUE = "ConfigMap kueue-system/kueue-manager-config"
 DCGM = "DaemonSet gpu-operator/nvidia-dcgm-exporter"
 DCGM_DRA = "DaemonSet gpu-operator/nvidia-dcgm-exporter-dra"
+KSERVE = "ConfigMap kserve/inferenceservice-config"
 CHECKED = (VOLCANO, KUEUE, DCGM, DCGM_DRA)
 STATES = ("ok", "FIX", "NOT FOUND", "UNKNOWN")
 
@@ -88,6 +88,8 @@ def test_the_sandbox_seeds_what_cluster_check_asks_for_or_upstreams_defaults(set
     if cluster_setup == "recommended":
         attention = {s: [f for f in findings.get(s, []) if f[0] != "ok"] for s in CHECKED}
         assert attention == {s: [] for s in CHECKED}
+        # Every other source too (KServe, its storage initializer, Knative's flags).
+        assert [(s, f) for s, found in findings.items() for f in found if f[0] != "ok"] == []
         # Both kinds of offering: the DRA nodes' exporter is checked, and found right.
         assert {f[1].split(":")[0] for f in findings[DCGM_DRA]} == {
             "DCGM_EXPORTER_KUBERNETES",
@@ -96,6 +98,10 @@ def test_the_sandbox_seeds_what_cluster_check_asks_for_or_upstreams_defaults(set
             "nodes",
         }
         return
+    kserve = settings_of(findings[KSERVE])
+    storage = kserve["storageInitializer (securityContext)"]
+    assert storage[0] == "FIX" and "restricted Pod Security Standard" in storage[1]
+    assert "ClusterStorageContainer 'default' spec.container.securityContext" in storage[2]
     dcgm = settings_of(findings[DCGM])
     assert dcgm["DCGM_EXPORTER_KUBERNETES"][0] == "ok"
     assert dcgm["KUBERNETES_VIRTUAL_GPUS"][0] == "FIX"
