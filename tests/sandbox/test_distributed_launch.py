@@ -18,6 +18,7 @@ import pytest
 
 from jobs.kube.manifests import cluster_objects, main_object_type, team_objects, training_backend, workload_objects
 from jobs.specs import TeamRef
+from portal.scheduler_config import dra_resource_name
 from sandbox.podenv import launch_problem
 from sandbox.testing import running_sandbox
 from tests.kueue.conftest import H100, KUEUE_PROFILE, VISION, Kube, condition, kueue_spec
@@ -43,7 +44,8 @@ def kueue_k8s():
     with running_sandbox(KUEUE_PROFILE, start_time=START) as handle:
         k = Kube(handle)
         k.apply(*cluster_objects("kueue"))
-        k.team(VISION, {H100.name: {"nvidia.com/gpu": (16, 0)}})
+        # The DRA offering's GPUs count as their DeviceClass (the portal's deviceClassMappings).
+        k.team(VISION, {H100.name: {"nvidia.com/gpu": (16, 0), dra_resource_name("gpu.nvidia.com"): (16, 0)}})
         yield k
 
 
