@@ -132,7 +132,7 @@ def test_only_the_pods_that_talk_to_the_cluster_get_a_service_account_token(docs
 def test_the_web_runs_gunicorn_with_probes_that_pass_the_host_and_https_checks(docs):
     web = find(docs, "Deployment", "-web")["spec"]["template"]["spec"]["containers"][0]
     assert web["command"][:2] == ["gunicorn", "portal.wsgi"]
-    assert web["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert web["readinessProbe"]["httpGet"]["path"] == "/readyz?skip=cluster"
     assert web["livenessProbe"]["httpGet"]["path"] == "/healthz"
     for probe in (web["readinessProbe"], web["livenessProbe"]):
         headers = {h["name"]: h["value"] for h in probe["httpGet"]["httpHeaders"]}

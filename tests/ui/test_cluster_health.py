@@ -148,6 +148,14 @@ def test_readyz_is_503_with_the_reason_when_the_cluster_is_unreachable(client, u
     assert str(unreachable) not in ready.content.decode()
 
 
+def test_the_charts_readiness_probe_keeps_the_portal_serving_while_the_cluster_is_down(client, unreachable):
+    # The chart probes /readyz?skip=cluster: users still reach the pages and their banner.
+    ready = client.get("/readyz?skip=cluster")
+    assert ready.status_code == 200
+    assert ready.json()["checks"] == {"database": "ok", "broker": "ok"}
+    assert client.get("/readyz?skip=database").status_code == 503  # only registered checks can be skipped
+
+
 def test_readyz_says_when_no_cluster_is_configured(client, settings, tmp_path):
     settings.KUBE_CONFIG = str(tmp_path / "absent")
     ready = client.get("/readyz")
