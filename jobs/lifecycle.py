@@ -18,14 +18,12 @@ States::
 
 from __future__ import annotations
 
-import functools
 import logging
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, replace
 from datetime import datetime
 from decimal import Decimal
-from pathlib import Path
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
@@ -47,7 +45,7 @@ from jobs.specs import (
     validate_request,
 )
 from portal.access import can_use_team
-from portal.cluster_profile import ProfileError, load_profile
+from portal.cluster_profile import current_profile
 from portal.models import Offering, Team
 from quotas import admission, compute
 from quotas.compute import Compute
@@ -173,20 +171,8 @@ def queueing() -> str:
 
 def kserve_deployment_mode() -> str:
     """The cluster's KServe mode for endpoints, "Standard" or "Knative", as the cluster profile says."""
-    path = Path(settings.CLUSTER_PROFILE)
-    try:
-        mtime = path.stat().st_mtime
-    except OSError:
-        return "Standard"
-    return _profile_kserve_mode(str(path), mtime)
-
-
-@functools.lru_cache(maxsize=4)
-def _profile_kserve_mode(path: str, mtime: float) -> str:
-    try:
-        return load_profile(path).kserve_deployment_mode
-    except ProfileError:
-        return "Standard"
+    profile = current_profile(settings.CLUSTER_PROFILE)
+    return profile.kserve_deployment_mode if profile else "Standard"
 
 
 # --- recording ------------------------------------------------------------------------

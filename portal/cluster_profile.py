@@ -10,6 +10,7 @@ problem is reported as a ``ProfileError`` naming the path of the bad field.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
@@ -200,6 +201,28 @@ def load_profile(path: str | Path) -> ClusterProfile:
         return parse_profile(data)
     except ProfileError as exc:
         raise ProfileError(f"{path.name}: {exc}") from None
+
+
+def current_profile(path: str | Path) -> ClusterProfile | None:
+    """The profile at ``path``, read once per file version; None when it is missing or invalid.
+
+    For the readers that need one setting of it on every request (the queueing backend,
+    the KServe mode): they fall back to their default, and ``load_catalog`` and
+    ``cluster_check`` are where a broken profile is reported.
+    """
+    try:
+        mtime = Path(path).stat().st_mtime
+    except OSError:
+        return None
+    return _cached_profile(str(path), mtime)
+
+
+@functools.lru_cache(maxsize=4)
+def _cached_profile(path: str, mtime: float) -> ClusterProfile | None:
+    try:
+        return load_profile(path)
+    except ProfileError:
+        return None
 
 
 def parse_profile(data: Any) -> ClusterProfile:

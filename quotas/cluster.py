@@ -19,12 +19,10 @@ and the approvals console uses it to show what a decision changes in the cluster
 from __future__ import annotations
 
 import difflib
-import functools
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from decimal import ROUND_FLOOR, Decimal
-from pathlib import Path
 from typing import Any
 
 import yaml
@@ -56,22 +54,10 @@ def team_objects_builder() -> TeamObjectsBuilder | None:
 
 def queueing_backend() -> str:
     """ "volcano" or "kueue", as the cluster profile says (read once per file version)."""
-    path = Path(settings.CLUSTER_PROFILE)
-    try:
-        mtime = path.stat().st_mtime
-    except OSError:
-        return "volcano"
-    return _profile_queueing(str(path), mtime)
+    from portal.cluster_profile import current_profile
 
-
-@functools.lru_cache(maxsize=4)
-def _profile_queueing(path: str, mtime: float) -> str:
-    from portal.cluster_profile import ProfileError, load_profile
-
-    try:
-        return load_profile(path).queueing
-    except ProfileError:
-        return "volcano"
+    profile = current_profile(settings.CLUSTER_PROFILE)
+    return profile.queueing if profile else "volcano"
 
 
 @dataclass(frozen=True)
