@@ -12,6 +12,7 @@ urlpatterns = [
     path("workloads/<int:pk>/live/", views.workload_live, name="workload-live"),
     path("workloads/<int:pk>/logs/", views.workload_logs, name="workload-logs"),
     path("workloads/<int:pk>/manifests/", views.workload_manifests, name="workload-manifests"),
+    path("cluster-banner/", views.cluster_banner, name="cluster-banner"),
     path("workloads/<int:pk>/stop/", views.workload_stop, name="workload-stop"),
     path("workloads/<int:pk>/rollout/", views.workload_rollout, name="workload-rollout"),
     path("workloads/<int:pk>/promote/", views.workload_promote, name="workload-promote"),

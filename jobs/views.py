@@ -363,6 +363,15 @@ def workload_live(request, pk: int):
 
 @login_required
 @require_GET
+def cluster_banner(request):
+    """The banner every page polls: the cached cluster status, never a cluster call."""
+    response = render(request, "jobs/_cluster_banner.html", cluster_status.banner(request))
+    patch_vary_headers(response, ("HX-Request",))
+    return response
+
+
+@login_required
+@require_GET
 def workload_manifests(request, pk: int):
     """The "Manifests applied" panel, polled while the workload is live (it fills in at submission)."""
     workload = _workload(request.user, pk)

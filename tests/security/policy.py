@@ -95,6 +95,7 @@ ACCESS: dict[str, dict[str, Rule]] = {
     "workload-live": {"GET": USER},
     "workload-logs": {"GET": USER},
     "workload-manifests": {"GET": USER},
+    "cluster-banner": {"GET": USER},
     "workload-stop": {"POST": USER},
     "workload-rollout": {"POST": USER},
     "workload-promote": {"POST": USER},

@@ -120,6 +120,16 @@ def _pods_error():
     raise AssertionError("the injected fault did not fail the read")
 
 
+def test_open_pages_poll_the_banner_so_it_appears_and_clears_without_a_reload(client, cast):
+    client.force_login(cast.alice)
+    page = client.get("/workloads/").content.decode()
+    assert 'hx-get="/cluster-banner/" hx-trigger="every 30s"' in page
+    cluster_status.record(False, "timed out")
+    assert "The cluster is not answering (timed out at" in text(client.get("/cluster-banner/", **HTMX))
+    cluster_status.record(True)
+    assert "The cluster is not answering" not in text(client.get("/cluster-banner/", **HTMX))
+
+
 def test_the_banner_is_not_shown_to_anonymous_visitors(client, own_cluster):
     cluster_status.record(False, "timed out")
     assert "The cluster is not answering" not in text(client.get("/login/"))
