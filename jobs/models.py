@@ -149,11 +149,12 @@ class Workload(models.Model):
 
     @property
     def gpu_units(self) -> int:
-        """Units of the offering this workload holds at most (endpoints can scale to max).
+        """Units of the offering this workload holds at most (endpoints can scale to max):
+        what admission reserves in quota.
 
-        Not a canary's replicas: spend prices a workload's whole history from this, so a
-        canary of an hour must not re-price the days before it. Quota counts them
-        (``canary_replicas`` in ``quota_charge``) while the canary lasts.
+        Not a canary's replicas: quota counts them (``canary_replicas`` in ``quota_charge``)
+        while the canary lasts. Spend does not charge an endpoint this: it charges the
+        replicas that ran (``WorkloadScale``, ``usage.spend``).
         """
         replicas = self.max_replicas if self.kind == Kind.ENDPOINT else self.replicas
         return self.gpus_per_replica * replicas
