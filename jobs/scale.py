@@ -15,9 +15,10 @@ the largest count of each minute, so the duplicate charges nothing more.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import asdict, dataclass
 from datetime import datetime
 
-from jobs.models import Workload, WorkloadScale
+from jobs.models import Kind, State, Workload, WorkloadScale
 
 
 def reserved_replicas(workload: Workload) -> int:
@@ -56,3 +57,42 @@ def record(workload: Workload, observed: int, now: datetime, last: int | None) -
 def current(workload: Workload) -> int | None:
     """The count the reconcile last recorded for this endpoint, None before the first."""
     return workload.scales.order_by("-started_at", "-id").values_list("replicas", flat=True).first()
+
+
+@dataclass(frozen=True)
+class EndpointCharge:
+    """What an endpoint holds of quota and what it is charged for now, in offering units.
+
+    ``reserved_*``: quota's reservation, ``max_replicas`` plus a canary's replicas (admission
+    holds them so scaling up is never refused). ``charged_*``: the replicas running now,
+    which spend charges (0 unless running; ``min_replicas`` while no count was recorded yet,
+    ``observed`` False then).
+    """
+
+    reserved_replicas: int
+    reserved_units: int
+    charged_replicas: int
+    charged_units: int
+    observed: bool
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def endpoint_charge(workload: Workload) -> EndpointCharge | None:
+    """The reservation and the charge of an endpoint (one query); None for other kinds."""
+    if workload.kind != Kind.ENDPOINT:
+        return None
+    reserved = reserved_replicas(workload)
+    if workload.state == State.RUNNING:
+        last = current(workload)
+        charged = workload.replicas if last is None else last
+    else:
+        last, charged = None, 0
+    return EndpointCharge(
+        reserved_replicas=reserved,
+        reserved_units=reserved * workload.gpus_per_replica,
+        charged_replicas=charged,
+        charged_units=charged * workload.gpus_per_replica,
+        observed=last is not None,
+    )

@@ -115,3 +115,54 @@ def test_a_count_above_the_reservation_is_capped_and_a_repeat_is_not_written(cas
     w.refresh_from_db()
     assert scale.record(w, 3, now + timedelta(seconds=10), scale.latest([w.pk]).get(w.pk))  # a canary's pods count
     assert counts(w) == [2, 3]
+
+
+def _running_endpoint(cast, cluster, min_replicas=1, max_replicas=4, gpus=2):
+    data = {**endpoint(min_replicas=min_replicas, max_replicas=max_replicas), "gpus_per_replica": gpus}
+    w = lifecycle.request_workload(cast.alice, cast.vision, data)
+    lifecycle.submit(w.pk, cluster)
+    Workload.objects.filter(pk=w.pk).update(state=State.RUNNING, started_at=timezone.now())
+    return Workload.objects.get(pk=w.pk)
+
+
+def test_the_endpoint_page_shows_the_quota_reservation_next_to_what_is_charged_now(client, cast, h100, cluster):
+    w = _running_endpoint(cast, cluster)
+    client.force_login(cast.alice)
+    page = client.get(f"/workloads/{w.pk}/").content.decode()
+    assert "Reserved in quota: 8 H100-80GB GPUs (max replicas" in page
+    assert "charged for what runs: 2 H100-80GB GPUs now (1 replica, min replicas until the cluster reports" in page
+    WorkloadScale.objects.create(workload=w, started_at=timezone.now(), replicas=3)
+    page = client.get(f"/workloads/{w.pk}/").content.decode()
+    assert "charged for what runs: 6 H100-80GB GPUs now (3 replicas)" in page
+
+
+def test_the_api_gives_an_endpoints_reservation_and_charge_and_null_for_other_kinds(api, cast, h100, cluster):
+    w = _running_endpoint(cast, cluster, min_replicas=2, max_replicas=3, gpus=1)
+    WorkloadScale.objects.create(workload=w, started_at=timezone.now(), replicas=2)
+    Workload.objects.filter(pk=w.pk).update(canary_replicas=1)
+    api.force_authenticate(cast.alice)
+    body = api.get(f"/api/v1/workloads/{w.pk}/").json()
+    assert body["endpoint_charge"] == {
+        "reserved_replicas": 4,  # max 3 + the canary's 1
+        "reserved_units": 4,
+        "charged_replicas": 2,
+        "charged_units": 2,
+        "observed": True,
+    }
+    Workload.objects.filter(pk=w.pk).update(state=State.STOPPED, finished_at=timezone.now())
+    assert api.get(f"/api/v1/workloads/{w.pk}/").json()["endpoint_charge"]["charged_units"] == 0
+    training = lifecycle.request_workload(
+        cast.alice,
+        cast.vision,
+        {
+            "kind": "training",
+            "name": "t",
+            "offering": "h100-80gb",
+            "framework": "torch",
+            "replicas": 1,
+            "gpus_per_replica": 1,
+            "image": "nvcr.io/nvidia/pytorch:24.10-py3",
+            "command": ["torchrun", "train.py"],
+        },
+    )
+    assert api.get(f"/api/v1/workloads/{training.pk}/").json()["endpoint_charge"] is None
