@@ -216,3 +216,12 @@ def test_lines_read_the_replica_counts_in_one_query_whatever_the_number_of_endpo
         _scaled(w, ("2026-03-02 10:00:00", 1), ("2026-03-02 10:30:00", 2))
     with django_assert_num_queries(4):  # workloads, earlier runs, activity, replica counts
         spend.lines(at("2026-03-02 00:00:00"), at("2026-03-03 00:00:00"), now=at("2026-03-03 00:00:00"))
+
+
+def test_a_running_endpoints_rate_is_for_the_replicas_running_now(make_workload):
+    from usage import reports
+
+    w = _endpoint(make_workload, 1, 4, started="2026-03-02 10:00:00")
+    _scaled(w, ("2026-03-02 10:00:00", 2))
+    assert w.state == State.RUNNING
+    assert reports.workload_usage(w, now=at("2026-03-02 11:00:00"))["price_per_hour"] == Decimal("8.00")  # not 16
