@@ -69,9 +69,28 @@ def test_the_reconcile_records_an_endpoints_replicas_when_they_change_and_only_t
     # The autoscaler scales up: the sandbox runs what the InferenceService asks for.
     kube.merge_patch(*ISVC, w.name, {"spec": {"predictor": {"minReplicas": 3}}}, w.team.namespace)
     converge(sandbox, kube, rounds=3)
-    assert counts(w)[-1] == 3
+    assert counts(w) == [0, 2, 3]  # a row per change: submitted (no pod bound yet), min replicas, scaled up
     assert scale.current(w) == 3
     assert WorkloadScale.objects.filter(workload=w, replicas=3).count() == 1
+
+
+def test_a_knative_canarys_pods_are_counted_beside_the_stable_ones_until_it_is_promoted(cast, h100, sandbox, kube):
+    w = lifecycle.request_workload(cast.alice, cast.vision, endpoint(min_replicas=1, max_replicas=2))
+    Workload.objects.filter(pk=w.pk).update(deployment_mode="Knative")
+    assert lifecycle.submit(w.pk, kube)
+    converge(sandbox, kube, rounds=4)
+    w = Workload.objects.get(pk=w.pk)
+    assert (w.state, counts(w)[-1]) == (State.RUNNING, 1)
+
+    lifecycle.rollout(cast.alice, w, "s3://models/iris/v2", 20)
+    lifecycle.apply_current(w.pk, kube)  # what the apply task does after commit
+    converge(sandbox, kube, rounds=4)
+    assert counts(w)[-1] == 2  # the previous revision serves 80 %, the canary's revision 20 %
+
+    lifecycle.promote(cast.alice, Workload.objects.get(pk=w.pk))
+    lifecycle.apply_current(w.pk, kube)
+    converge(sandbox, kube, rounds=6)
+    assert counts(w) == [0, 1, 2, 1]  # submitted (no pod bound yet), running, canary, promoted
 
 
 def _pod(node="h100-0", phase="Running", component="predictor"):
