@@ -423,10 +423,17 @@ class CostEstimate:
     price_per_unit: Decimal
     hours: Decimal | None
     noun: str = "units"  # the offering's unit for this count: "slice", "GPUs" (portal.units)
+    # Endpoints: units at min replicas. ``units`` is at max replicas, what quota reserves;
+    # spend charges the replicas that run, from min_replicas up (usage.spend).
+    min_units: int | None = None
 
     @property
     def per_hour(self) -> Decimal:
         return self.price_per_unit * self.units
+
+    @property
+    def min_per_hour(self) -> Decimal | None:
+        return None if self.min_units is None else self.price_per_unit * self.min_units
 
     @property
     def total(self) -> Decimal | None:
@@ -434,7 +441,9 @@ class CostEstimate:
 
 
 def cost_estimate(kind: str, offering: Offering | None, data: Mapping) -> CostEstimate | None:
-    """Price per hour × units (GPUs per replica × replicas, or max replicas of an endpoint).
+    """Price per hour × units (GPUs per replica × replicas, or max replicas of an endpoint, what
+    quota reserves; an endpoint is charged for the replicas that run, so its rate at min
+    replicas is given too).
 
     ``static/portal/workloads.js`` recomputes the same line as the user types; this one is
     the first render and the page without JavaScript. CPU offerings are priced per replica.
@@ -450,8 +459,10 @@ def cost_estimate(kind: str, offering: Offering | None, data: Mapping) -> CostEs
         return max(value, 0)
 
     per_replica = number("gpus_per_replica", 1) if offering.is_gpu else 1
+    min_units = None
     if kind == Kind.ENDPOINT:
         replicas = number("max_replicas", max(number("min_replicas", 1), 1))
+        min_units = per_replica * min(number("min_replicas", 1), replicas)
     elif kind == Kind.TRAINING:
         replicas = number("replicas", 1)
     else:
@@ -459,4 +470,4 @@ def cost_estimate(kind: str, offering: Offering | None, data: Mapping) -> CostEs
     seconds = number("max_runtime_seconds", 0) if kind == Kind.TRAINING else 0
     hours = (Decimal(seconds) / 3600).quantize(Decimal("0.01")) if seconds else None
     count = per_replica * replicas
-    return CostEstimate(count, offering.price_per_hour, hours, unit_noun(offering, count))
+    return CostEstimate(count, offering.price_per_hour, hours, unit_noun(offering, count), min_units)

@@ -149,11 +149,12 @@ class Workload(models.Model):
 
     @property
     def gpu_units(self) -> int:
-        """Units of the offering this workload holds at most (endpoints can scale to max).
+        """Units of the offering this workload holds at most (endpoints can scale to max):
+        what admission reserves in quota.
 
-        Not a canary's replicas: spend prices a workload's whole history from this, so a
-        canary of an hour must not re-price the days before it. Quota counts them
-        (``canary_replicas`` in ``quota_charge``) while the canary lasts.
+        Not a canary's replicas: quota counts them (``canary_replicas`` in ``quota_charge``)
+        while the canary lasts. Spend does not charge an endpoint this: it charges the
+        replicas that ran (``WorkloadScale``, ``usage.spend``).
         """
         replicas = self.max_replicas if self.kind == Kind.ENDPOINT else self.replicas
         return self.gpus_per_replica * replicas
@@ -192,3 +193,25 @@ class Preset(models.Model):
 
     def __str__(self) -> str:
         return f"{self.team}: {self.name}"
+
+
+class WorkloadScale(models.Model):
+    """How many replicas an endpoint ran from ``started_at`` on, until the next row.
+
+    Written by the reconcile only when the count it observes changes (``jobs.scale``), so a
+    steady endpoint adds no rows. ``replicas`` counts the predictor pods holding GPUs
+    (stable and canary), capped at what quota reserved when it was observed (``max_replicas``
+    plus the canary's replicas): pods a rolling update surges beyond that are KServe's, not
+    the team's. Spend prices an endpoint's minutes from these rows (``usage.spend``).
+    """
+
+    workload = models.ForeignKey(Workload, on_delete=models.CASCADE, related_name="scales")
+    started_at = models.DateTimeField()
+    replicas = models.PositiveIntegerField()
+
+    class Meta:
+        ordering = ["workload", "started_at", "id"]
+        indexes = [models.Index(fields=["workload", "started_at"])]
+
+    def __str__(self) -> str:
+        return f"{self.workload_id}: {self.replicas} from {self.started_at:%Y-%m-%d %H:%M:%S}"

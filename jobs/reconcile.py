@@ -11,7 +11,8 @@ the cluster was down when a task should have run.
 2. For each workload that should be in the cluster:
    - queued for longer than a task takes (its task was lost): submit it now;
    - submitted or running but its main object vanished: apply it again;
-   - otherwise derive its phase from the objects (a pure function) and record it;
+   - otherwise derive its phase from the objects (a pure function) and record it, and for
+     an endpoint the replicas it runs when that count changed (``jobs.scale``);
    - running past its maximum runtime: stop it.
 3. A stopped notebook whose object lost the stopped annotation gets it back.
 4. Every object the portal owns with no workload that should have it is deleted.
@@ -32,7 +33,7 @@ from django.conf import settings
 from django.db.models import Q
 from django.utils import timezone
 
-from jobs import lifecycle
+from jobs import lifecycle, scale
 from jobs.kube.labels import NOTEBOOK_STOPPED_ANNOTATION, WORKLOAD_ID_LABEL, managed_selector
 from jobs.kube.manifests import JOBSET_API, cluster_objects
 from jobs.kube.status import derive
@@ -91,6 +92,7 @@ class Report:
     submitted: list[int] = field(default_factory=list)
     deleted: list[str] = field(default_factory=list)
     transitions: int = 0
+    scales: int = 0  # endpoints whose replica count changed (a WorkloadScale row each)
     cluster_objects_applied: bool = False
     seconds: float = 0.0
 
@@ -204,6 +206,9 @@ def reconcile(cluster, now=None) -> Report:
         Q(state__in=ACTIVE_STATES) | Q(state=State.STOPPED, kind=Kind.NOTEBOOK) | Q(finished_at__gte=now - retention),
         deleted_at__isnull=True,
     ).select_related("team", "offering")
+    keep = list(keep)
+    # Endpoints: the replica count last recorded, so only a change is written (one query).
+    scales = scale.latest(w.pk for w in keep if w.kind == Kind.ENDPOINT and w.state in (State.SUBMITTED, State.RUNNING))
     wanted: set[int] = set()
     for workload in keep:
         wanted.add(workload.pk)
@@ -223,6 +228,8 @@ def reconcile(cluster, now=None) -> Report:
             seen = derive(
                 kind[1], main, pods.get(workload.pk, []), expected_pods(workload), queued.get(workload.pk, ())
             )
+            if seen.replicas is not None and scale.record(workload, seen.replicas, now, scales.get(workload.pk)):
+                report.scales += 1
             if lifecycle.observe(workload, seen):
                 report.transitions += 1
             if lifecycle.enforce_deadline(workload, now):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from drf_spectacular.utils import OpenApiExample, extend_schema_field, extend_schema_serializer
 from rest_framework import serializers
 
+from jobs import scale
 from jobs.kube.status import FAILURE_CLASSES
 from jobs.models import Workload, WorkloadEvent
 from jobs.specs import ALL_FIELDS
@@ -162,8 +163,27 @@ class WorkloadSerializer(serializers.ModelSerializer):
         return FailureSerializer(workload.failure).data if workload.failure else None
 
 
+class EndpointChargeSerializer(serializers.Serializer):
+    """An endpoint's quota reservation next to what it is charged for (offering units: GPUs, slices)."""
+
+    reserved_replicas = serializers.IntegerField(
+        help_text="Replicas quota holds: max_replicas plus a canary's, so scaling up is never refused by quota."
+    )
+    reserved_units = serializers.IntegerField(help_text="Units quota holds: reserved_replicas × gpus_per_replica.")
+    charged_replicas = serializers.IntegerField(
+        help_text="Replicas running now, which spend charges (0 unless running)."
+    )
+    charged_units = serializers.IntegerField(help_text="Units charged now: charged_replicas × gpus_per_replica.")
+    observed = serializers.BooleanField(
+        help_text="False while the cluster has not reported a replica count: min_replicas is charged then."
+    )
+
+
 class WorkloadDetailSerializer(WorkloadSerializer):
     timeline = WorkloadEventSerializer(source="events", many=True, read_only=True)
+    endpoint_charge = serializers.SerializerMethodField(
+        help_text="Endpoints: reserved in quota (max replicas) and charged for what runs now; null for other kinds."
+    )
 
     class Meta(WorkloadSerializer.Meta):
         fields = [
@@ -183,6 +203,12 @@ class WorkloadDetailSerializer(WorkloadSerializer):
             "canary_traffic_percent",
             "canary_replicas",
             "deployment_mode",
+            "endpoint_charge",
             "timeline",
         ]
         read_only_fields = fields
+
+    @extend_schema_field(EndpointChargeSerializer(allow_null=True))
+    def get_endpoint_charge(self, workload: Workload) -> dict | None:
+        charge = scale.endpoint_charge(workload)
+        return charge.as_dict() if charge else None

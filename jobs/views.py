@@ -32,7 +32,7 @@ from django.urls import reverse
 from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_GET, require_POST
 
-from jobs import cluster_status, inspect, lifecycle, presets, waiting
+from jobs import cluster_status, inspect, lifecycle, presets, scale, waiting
 from jobs.filters import filter_workloads
 from jobs.forms import WorkloadRequestForm, cost_estimate, initial_from_request, offering_rows
 from jobs.kube.errors import ClusterError
@@ -318,6 +318,7 @@ def workload_detail(request, pk: int):
         "can_manage": can_manage_team(request.user, workload.team),
         "kind_title": KIND_TITLES[workload.kind],
         **_traffic_context(workload),
+        "endpoint_charge": scale.endpoint_charge(workload),
     }
     return render(request, "jobs/workload_detail.html", context)
 

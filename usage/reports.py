@@ -13,6 +13,7 @@ from fractions import Fraction
 from django.db.models import Q, Sum
 from django.utils import timezone
 
+from jobs import scale
 from jobs.models import ACTIVE_STATES, State, Workload
 from portal.models import Offering
 from usage import charts, rightsizing, spend
@@ -224,6 +225,9 @@ def workload_usage(workload: Workload, now: datetime | None = None, hours: int =
         memory_top = max(memory_top, fb_total / 1024, fb / 1024)
     cost = spend.workload_cost(workload, now)
     suggestion = rightsizing.for_workloads([workload])
+    # The rate charged: a running endpoint's replicas running now, not the max_replicas quota holds.
+    charge = scale.endpoint_charge(workload)
+    units = charge.charged_units if charge and workload.state == State.RUNNING else workload.gpu_units
     return {
         "workload": workload,
         "live": live,
@@ -235,7 +239,7 @@ def workload_usage(workload: Workload, now: datetime | None = None, hours: int =
         "cost_used": spend.money(cost.used),
         "cost_idle": spend.money(cost.allocated) - spend.money(cost.used),
         "activity": cost.activity,
-        "price_per_hour": (Decimal(workload.offering.price_per_hour) * workload.gpu_units).quantize(spend.CENT),
+        "price_per_hour": (Decimal(workload.offering.price_per_hour) * units).quantize(spend.CENT),
         "minutes": cost.minutes,
         "suggestion": suggestion[0] if suggestion else None,
     }

@@ -31,6 +31,14 @@ Rules (every report, page and export follows them):
   was measured. Pages say "since <time>" when that is later than the period's start.
 - Runs: a workload's current run is (``started_at``, ``finished_at``); earlier runs of
   a notebook that was stopped and started again are kept in ``WorkloadRun``.
+- **Endpoints are charged for the replicas that run, not the ones reserved.** Quota admits
+  an endpoint at ``max_replicas`` (plus a canary's replicas) so that scaling up is never
+  refused; spend charges each minute per-replica units × the replicas observed in that
+  minute (``jobs.WorkloadScale``: the reconcile records the predictor pods holding GPUs,
+  canary pods included, each time the count changes, capped at what quota reserved then).
+  Touched minutes again: a minute in which the count changed is charged at the larger
+  count. A minute of a run before the first observation is charged at ``min_replicas``,
+  which KServe keeps up whatever the traffic.
 """
 
 from __future__ import annotations
@@ -50,7 +58,7 @@ from django.contrib.auth import get_user_model
 from django.db.models import Q, Sum
 from django.utils import timezone
 
-from jobs.models import Kind, Workload
+from jobs.models import Kind, Workload, WorkloadScale
 from portal.cluster_profile import load_profile
 from usage.models import NodeSeen, WorkloadDay, WorkloadRun
 
@@ -261,6 +269,53 @@ def _runs(workloads: Iterable[tuple[int, datetime | None, datetime | None]], now
     return runs
 
 
+def _scales(endpoint_ids: list[int], end: datetime) -> dict[int, list[tuple[datetime, int]]]:
+    """(time, replicas) of each endpoint's recorded replica counts before ``end``, oldest first (one query)."""
+    found: dict[int, list[tuple[datetime, int]]] = defaultdict(list)
+    if not endpoint_ids:
+        return found
+    for wid, at, replicas in (
+        WorkloadScale.objects.filter(workload__in=endpoint_ids, started_at__lt=end)
+        .order_by("workload_id", "started_at", "id")
+        .values_list("workload_id", "started_at", "replicas")
+    ):
+        found[wid].append((at, replicas))
+    return found
+
+
+FAR_PAST = datetime(1970, 1, 1, tzinfo=UTC)
+FAR_FUTURE = datetime(9999, 1, 1, tzinfo=UTC)
+
+
+def replica_pieces(scales: list[tuple[datetime, int]]) -> list[tuple[datetime, datetime, int | None]]:
+    """Minute-aligned pieces [from, to) covering all time, each with the replicas charged (pure).
+
+    ``scales``: (time, count) observations, oldest first; a count holds until the next one.
+    Touched minutes: a minute in which an observation was made is charged at the largest
+    count that held at any instant of it. None: no observation yet (the caller charges
+    ``min_replicas``).
+    """
+    pieces: list[tuple[datetime, datetime, int | None]] = []
+    held: int | None = None  # the count that holds at the end of the last piece
+    edge = FAR_PAST
+    i = 0
+    while i < len(scales):
+        minute = floor_minute(scales[i][0])
+        inside = []
+        while i < len(scales) and floor_minute(scales[i][0]) == minute:
+            inside.append(scales[i])
+            i += 1
+        if edge < minute:
+            pieces.append((edge, minute, held))
+        counts = [r for _, r in inside]
+        if held is not None and inside[0][0] != minute:
+            counts.append(held)  # the earlier count held for the first seconds of this minute
+        pieces.append((minute, minute + MINUTE, max(counts)))
+        held, edge = inside[-1][1], minute + MINUTE
+    pieces.append((edge, FAR_FUTURE, held))
+    return pieces
+
+
 def _between(start: datetime, end: datetime, workloads=None):
     qs = Workload.objects.all() if workloads is None else workloads
     overlaps = Q(finished_at__isnull=True) | Q(finished_at__gte=start - MINUTE)
@@ -320,7 +375,12 @@ def _line_fields() -> tuple[str, ...]:
 
 
 def lines(start: datetime, end: datetime, workloads=None, now: datetime | None = None) -> list[Line]:
-    """Per workload per day cost lines for [start, end) (minute-aligned). Three queries.
+    """Per workload per day cost lines for [start, end) (minute-aligned). Four queries (three
+    when no endpoint is among the workloads): the workloads, their earlier runs, their
+    measured activity, and the endpoints' replica counts.
+
+    An endpoint gets one line per day and number of units it ran at that day (see the
+    rules at the top); every other workload one line per day.
 
     Workloads are read as plain tuples, not model instances: a 90-day report of a few
     thousand workloads spent most of its time building models it read five fields of.
@@ -331,6 +391,7 @@ def lines(start: datetime, end: datetime, workloads=None, now: datetime | None =
         return []
     rows = list(_between(start, end, workloads).values_list(*_line_fields()))
     runs = _runs(((r[0], r[19], r[20]) for r in rows), now)
+    scales = _scales([r[0] for r in rows if r[15] == Kind.ENDPOINT], end)
     activity = {
         (wid, day): (act / n if n else None)
         for wid, day, act, n in WorkloadDay.objects.filter(
@@ -363,17 +424,27 @@ def lines(start: datetime, end: datetime, workloads=None, now: datetime | None =
     ) in rows:
         share = Fraction(share_num, share_den or 1)
         gpu_class = f"{gpu_model}/{mig_profile}" if mig_profile else gpu_model
-        units = per_replica * (max_replicas if kind == Kind.ENDPOINT else replicas)
-        per_day: dict[date, int] = defaultdict(int)
+        # Replicas charged over time: an endpoint's observed counts (min_replicas before the
+        # first), a training run's nodes throughout.
+        # The reconcile caps what it records at max_replicas plus the canary's replicas then;
+        # no canary runs more than max_replicas, so twice that bounds any count.
+        pieces = (
+            [(lo, hi, replicas if r is None else min(r, 2 * max_replicas)) for lo, hi, r in replica_pieces(scales[pk])]
+            if kind == Kind.ENDPOINT and pk in scales
+            else [(FAR_PAST, FAR_FUTURE, replicas)]
+        )
+        per_day: dict[tuple[date, int], int] = defaultdict(int)
         for interval in runs[pk]:
-            lo, hi = max(interval[0], start), min(interval[1], end)
-            d = lo.date()
-            while lo < hi:
-                boundary = min(day_start(d) + DAY, hi)
-                per_day[d] += int((boundary - lo) / MINUTE)
-                lo, d = boundary, d + DAY
-        for d, minutes in sorted(per_day.items()):
-            if minutes <= 0:
+            for piece_lo, piece_hi, count in pieces:
+                lo, hi = max(interval[0], start, piece_lo), min(interval[1], end, piece_hi)
+                d = lo.date()
+                while lo < hi:
+                    boundary = min(day_start(d) + DAY, hi)
+                    per_day[(d, count)] += int((boundary - lo) / MINUTE)
+                    lo, d = boundary, d + DAY
+        for (d, count), minutes in sorted(per_day.items()):
+            units = per_replica * count
+            if minutes <= 0 or units <= 0:
                 continue
             out.append(
                 Line(

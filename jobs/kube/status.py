@@ -84,6 +84,7 @@ class Observed:
     started_at: datetime | None = None
     failure: Failure | None = None  # set when phase is "failed" and a pod says why
     traffic: tuple[TrafficShare, ...] = ()  # endpoints: how requests are split, as KServe reports it
+    replicas: int | None = None  # endpoints: predictor pods holding GPUs (``gpu_replicas``); None for other kinds
 
 
 def _condition(obj: dict, type_: str) -> dict | None:
@@ -229,7 +230,7 @@ def derive(
     if seen.phase == "pending" and queued:
         waiting = queue_reason(queued)
         if waiting:
-            return Observed("pending", waiting, url=seen.url)
+            return Observed("pending", waiting, url=seen.url, replicas=seen.replicas)
     return seen
 
 
@@ -326,11 +327,41 @@ def _inference_service(isvc: dict, pods: Sequence[dict]) -> Observed:
     """
     url = (isvc.get("status") or {}).get("url") or ""
     traffic = traffic_split(isvc)
+    replicas = gpu_replicas(pods)
     if _is_true(isvc, "Ready"):
-        return Observed("running", "Endpoint is ready.", url=url, started_at=_running_since(pods), traffic=traffic)
+        return Observed(
+            "running",
+            "Endpoint is ready.",
+            url=url,
+            started_at=_running_since(pods),
+            traffic=traffic,
+            replicas=replicas,
+        )
     ready = _condition(isvc, "Ready") or _condition(isvc, "PredictorReady")
     message = pending_reason(pods) or (ready or {}).get("message") or ""
-    return Observed("pending", message, url=url, traffic=traffic)
+    return Observed("pending", message, url=url, traffic=traffic, replicas=replicas)
+
+
+_DONE_PHASES = ("Succeeded", "Failed")
+
+
+def gpu_replicas(pods: Sequence[dict]) -> int:
+    """How many of an endpoint's predictor pods hold GPUs now: those bound to a node and not
+    finished, stable and canary revisions alike (KServe labels both ``component: predictor``).
+
+    A pod holds its devices from the moment the scheduler binds it (while its image pulls or
+    its model downloads, before it is Running or ready) until it ends; a terminating pod
+    still holds them. An unscheduled pod holds nothing. Pods of another component (a
+    transformer or explainer, which the portal does not create) are not counted.
+    """
+    count = 0
+    for pod in pods:
+        component = ((pod.get("metadata") or {}).get("labels") or {}).get("component", "predictor")
+        if component != "predictor" or not (pod.get("spec") or {}).get("nodeName"):
+            continue
+        if (pod.get("status") or {}).get("phase") not in _DONE_PHASES:
+            count += 1
+    return count
 
 
 def traffic_split(isvc: dict) -> tuple[TrafficShare, ...]:

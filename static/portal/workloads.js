@@ -57,8 +57,10 @@
     const price = Number.parseFloat(chosen.getAttribute("data-price") || "0");
     const perReplica = chosen.getAttribute("data-gpu") === "1" ? whole(form, "gpus_per_replica", 1) : 1;
     let replicas = 1;
+    let minReplicas = null;
     if (kind === "endpoint") {
       replicas = whole(form, "max_replicas", Math.max(whole(form, "min_replicas", 1), 1));
+      minReplicas = Math.min(whole(form, "min_replicas", 1), replicas);
     } else if (kind === "training") {
       replicas = whole(form, "replicas", 1);
     }
@@ -71,6 +73,11 @@
     if (seconds > 0) {
       const hours = seconds / 3600;
       text += `, at most ${money(perHour * hours)} over the maximum runtime of ${Number(hours.toFixed(2))} h`;
+    }
+    if (minReplicas !== null) {
+      // Quota reserves max replicas; spend charges the replicas that run (usage.spend).
+      const minPerHour = price * perReplica * minReplicas;
+      text += ` at max replicas, which quota reserves; charged for the replicas that run, ${money(minPerHour)} per hour at min replicas`;
     }
     line.textContent = text + ".";
     form.querySelectorAll("#offering-picker tr").forEach((row) => {

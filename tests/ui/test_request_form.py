@@ -239,6 +239,25 @@ def test_the_preview_works_without_javascript_as_a_full_page(client, quotas):
     assert not Workload.objects.exists()
 
 
+def test_an_endpoints_estimate_is_at_max_replicas_for_quota_and_gives_the_min_replicas_rate(client, quotas):
+    client.force_login(quotas.alice)
+    page = client.post(
+        "/workloads/new/endpoint/",
+        {
+            "kind": "endpoint",
+            "team": "vision",
+            "offering": "h100-80gb",
+            "gpus_per_replica": "2",
+            "min_replicas": "1",
+            "max_replicas": "4",
+            "action": "refresh",
+        },
+    ).content.decode()
+    estimate = " ".join(re.search(r'<p id="cost-estimate".*?</p>', page, re.S).group(0).split())
+    assert "$32.00 per hour</strong> (8 GPUs × $4.0000) at max replicas, which quota reserves" in estimate
+    assert "charged for the replicas that run, <strong>$8.00 per hour</strong> at min replicas." in estimate
+
+
 def test_the_cost_estimate_multiplies_price_units_and_maximum_runtime(client, quotas):
     client.force_login(quotas.alice)
     page = client.post(
@@ -257,4 +276,5 @@ def test_the_cost_estimate_multiplies_price_units_and_maximum_runtime(client, qu
     assert "$64.00 per hour" in estimate
     assert "16 GPUs × $4.0000" in estimate
     assert "at most <strong>$128.00</strong> over the maximum runtime of 2 h" in estimate
+    assert "min replicas" not in estimate
     assert not Workload.objects.exists()

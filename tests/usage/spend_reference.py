@@ -1,5 +1,9 @@
 """The spend computation as it was before it was made fast (exact Decimal and Fraction
 per line, model instances per workload), kept to prove the fast one gives identical results.
+
+Endpoints are charged for the replicas observed in each minute (``WorkloadScale``), here
+minute by minute straight from the definition: the largest count that held at any instant
+of the minute, ``min_replicas`` in a minute no observation reaches.
 """
 
 from __future__ import annotations
@@ -14,9 +18,9 @@ from fractions import Fraction
 from django.db.models import Q
 from django.utils import timezone
 
-from jobs.models import Workload
+from jobs.models import Kind, Workload, WorkloadScale
 from usage.models import WorkloadDay, WorkloadRun
-from usage.spend import DAY, MINUTE, ZERO, ceil_minute, day_start, held_interval
+from usage.spend import DAY, MINUTE, ZERO, ceil_minute, held_interval
 
 
 @dataclass
@@ -80,6 +84,18 @@ def _runs(workloads: list[Workload], now: datetime) -> dict[int, list[tuple[date
     return runs
 
 
+def _replicas_in(w: Workload, scales: list[tuple[datetime, int]], minute: datetime) -> int:
+    """Replicas charged for one minute: a count holds from its time to the next one's (oldest first)."""
+    if w.kind != Kind.ENDPOINT:
+        return w.replicas
+    touching = [
+        r
+        for i, (at, r) in enumerate(scales)
+        if at < minute + MINUTE and (i + 1 == len(scales) or scales[i + 1][0] > minute)
+    ]
+    return max(touching) if touching else w.replicas
+
+
 def workloads_between(start: datetime, end: datetime, workloads=None):
     """Workloads that may have held GPUs in [start, end): one query, related rows joined.
 
@@ -131,16 +147,17 @@ def lines(start: datetime, end: datetime, workloads=None, now: datetime | None =
         offering = w.offering
         share = Fraction(offering.share_numerator, offering.share_denominator or 1)
         gpu_class = f"{offering.gpu_model}/{offering.mig_profile}" if offering.mig_profile else offering.gpu_model
-        per_day: dict[date, int] = defaultdict(int)
+        scales = list(
+            WorkloadScale.objects.filter(workload=w).order_by("started_at", "id").values_list("started_at", "replicas")
+        )
+        per_day: dict[tuple[date, int], int] = defaultdict(int)
         for interval in runs[w.pk]:
-            lo, hi = max(interval[0], start), min(interval[1], end)
-            d = lo.date()
-            while lo < hi:
-                boundary = min(day_start(d) + DAY, hi)
-                per_day[d] += int((boundary - lo) / MINUTE)
-                lo, d = boundary, d + DAY
-        for d, minutes in sorted(per_day.items()):
-            if minutes <= 0:
+            minute = max(interval[0], start)
+            while minute < min(interval[1], end):
+                per_day[(minute.date(), _replicas_in(w, scales, minute))] += 1
+                minute += MINUTE
+        for (d, replicas), minutes in sorted(per_day.items()):
+            if replicas == 0:
                 continue
             out.append(
                 Line(
@@ -156,7 +173,7 @@ def lines(start: datetime, end: datetime, workloads=None, now: datetime | None =
                     pool=offering.pool,
                     is_gpu=offering.kind != "cpu",
                     day=d,
-                    units=w.gpu_units,
+                    units=w.gpus_per_replica * replicas,
                     share=share,
                     minutes=minutes,
                     price=Decimal(offering.price_per_hour),

@@ -143,3 +143,85 @@ def test_the_request_form_can_fetch_the_estimate_as_a_fragment(client, cast, cat
     assert "$8.00</strong> per hour" in html.content.decode() and "$12.00" in html.content.decode()
     assert "Choose an offering" in client.get("/usage/estimate/", {"offering": "nope"}).content.decode()
     assert client.get("/usage/estimate/", {"offering": "h100-80gb", "units": "two"}).status_code == 400
+
+
+# --- endpoints: charged for the replicas that run ------------------------------------------------
+
+
+def _endpoint(make_workload, min_replicas, max_replicas, started, finished=None, units=1):
+    from jobs.models import Workload
+
+    w = make_workload("h100-80gb", started=started, finished=finished, units=units, kind=Kind.ENDPOINT)
+    Workload.objects.filter(pk=w.pk).update(replicas=min_replicas, max_replicas=max_replicas)
+    w.refresh_from_db()
+    return w
+
+
+def _scaled(w, *changes):
+    from jobs.models import WorkloadScale
+
+    for when, replicas in changes:
+        WorkloadScale.objects.create(workload=w, started_at=at(when), replicas=replicas)
+
+
+def _gpu_minutes(w, now="2026-03-03 00:00:00"):
+    return spend.workload_cost(w, now=at(now)).gpu_hours * 60
+
+
+def test_an_endpoint_that_ran_1_replica_then_3_is_charged_for_those_not_for_max_replicas(make_workload):
+    w = _endpoint(make_workload, 1, 4, started="2026-03-02 10:00:00", finished="2026-03-02 11:00:00")
+    _scaled(w, ("2026-03-02 09:59:50", 1), ("2026-03-02 10:50:00", 3))
+    assert _gpu_minutes(w) == 80  # 1 × 50 + 3 × 10, not 4 × 60
+    assert spend.workload_cost(w, now=at("2026-03-03 00:00:00")).allocated == Decimal(4) * 80  # 4.00/h per GPU
+
+
+def test_a_minute_in_which_the_count_changed_is_charged_at_the_larger_count(make_workload):
+    w = _endpoint(make_workload, 1, 4, started="2026-03-02 10:00:00", finished="2026-03-02 10:10:00")
+    _scaled(w, ("2026-03-02 10:00:00", 2), ("2026-03-02 10:04:30", 1))
+    assert _gpu_minutes(w) == 2 * 5 + 1 * 5  # 10:04 held two replicas for its first half
+
+
+def test_minutes_before_the_first_observation_are_charged_at_min_replicas(make_workload):
+    w = _endpoint(make_workload, 2, 8, started="2026-03-02 10:00:00", finished="2026-03-02 11:00:00")
+    assert _gpu_minutes(w) == 2 * 60  # never observed: KServe keeps min_replicas up
+    _scaled(w, ("2026-03-02 10:30:00", 5))
+    assert _gpu_minutes(w) == 2 * 30 + 5 * 30
+
+
+def test_a_canarys_extra_pods_are_charged_while_they_run_even_after_it_is_promoted(make_workload):
+    w = _endpoint(make_workload, 2, 2, started="2026-03-02 10:00:00", finished="2026-03-02 12:00:00", units=2)
+    _scaled(w, ("2026-03-02 10:00:00", 2), ("2026-03-02 10:20:00", 3), ("2026-03-02 10:40:00", 2))
+    # The canary (one pod of two GPUs) ran 10:20–10:40; canary_replicas is back to 0 since.
+    assert w.canary_replicas == 0
+    assert _gpu_minutes(w) == 2 * (2 * 120 + 1 * 20)
+
+
+def test_an_endpoints_day_lines_split_by_the_units_it_ran_and_add_up(make_workload):
+    w = _endpoint(make_workload, 1, 4, started="2026-03-02 23:00:00", finished="2026-03-03 01:00:00")
+    _scaled(w, ("2026-03-02 23:00:00", 1), ("2026-03-02 23:30:00", 2), ("2026-03-03 00:30:00", 0))
+    got = [
+        (ln.day, ln.units, ln.minutes)
+        for ln in spend.lines(at("2026-03-01 00:00:00"), at("2026-03-05 00:00:00"), now=at("2026-03-05 00:00:00"))
+        if ln.workload_id == w.pk
+    ]
+    # 00:30–01:00 ran no replica (pods evicted, none rescheduled): nothing is charged for it.
+    assert got == [(date(2026, 3, 2), 1, 30), (date(2026, 3, 2), 2, 30), (date(2026, 3, 3), 2, 30)]
+
+
+def test_lines_read_the_replica_counts_in_one_query_whatever_the_number_of_endpoints(
+    make_workload, django_assert_num_queries
+):
+    for _ in range(5):
+        w = _endpoint(make_workload, 1, 4, started="2026-03-02 10:00:00", finished="2026-03-02 11:00:00")
+        _scaled(w, ("2026-03-02 10:00:00", 1), ("2026-03-02 10:30:00", 2))
+    with django_assert_num_queries(4):  # workloads, earlier runs, activity, replica counts
+        spend.lines(at("2026-03-02 00:00:00"), at("2026-03-03 00:00:00"), now=at("2026-03-03 00:00:00"))
+
+
+def test_a_running_endpoints_rate_is_for_the_replicas_running_now(make_workload):
+    from usage import reports
+
+    w = _endpoint(make_workload, 1, 4, started="2026-03-02 10:00:00")
+    _scaled(w, ("2026-03-02 10:00:00", 2))
+    assert w.state == State.RUNNING
+    assert reports.workload_usage(w, now=at("2026-03-02 11:00:00"))["price_per_hour"] == Decimal("8.00")  # not 16

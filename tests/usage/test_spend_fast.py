@@ -8,7 +8,7 @@ from decimal import Decimal
 
 import pytest
 
-from jobs.models import Kind, State, Workload
+from jobs.models import Kind, State, Workload, WorkloadScale
 from tests.usage import spend_reference as old
 from tests.usage.conftest import at
 from usage import spend
@@ -40,7 +40,8 @@ LINE_FIELDS = (
 @pytest.fixture
 def fixture(make_workload, cast, catalog):
     """150 workloads of every offering: runs across midnights and month ends, restarts,
-    endpoints with replicas, still running, odd seconds, measured and unmeasured days."""
+    endpoints with replicas scaling up and down (several changes in one minute too), still
+    running, odd seconds, measured and unmeasured days."""
     rng = random.Random(12)
     catalog["l4-shared"].price_per_hour = Decimal("0.1234")  # a price whose cents do not divide evenly
     catalog["l4-shared"].save()
@@ -62,6 +63,12 @@ def fixture(make_workload, cast, catalog):
         )
         if kind == Kind.ENDPOINT:
             Workload.objects.filter(pk=w.pk).update(max_replicas=rng.choice((2, 4)))
+            when = (
+                began - timedelta(seconds=rng.randrange(0, 600)) if rng.random() < 0.5 else began + timedelta(hours=2)
+            )
+            for _ in range(rng.randrange(0, 12)):
+                WorkloadScale.objects.create(workload=w, started_at=when, replicas=rng.randrange(0, 5))
+                when += timedelta(seconds=rng.choice((0, 7, 59, 60, 61, 600, 4000, 30000)))
         if rng.random() < 0.2:  # an earlier run of a restarted notebook
             WorkloadRun.objects.create(
                 workload=w, started_at=began - timedelta(hours=30), finished_at=began - timedelta(hours=2, seconds=7)
@@ -91,6 +98,8 @@ def test_lines_are_identical_to_the_plain_decimal_computation(fixture):
         assert [getattr(a, f) for f in LINE_FIELDS] == [getattr(b, f) for f in LINE_FIELDS]
         assert (a.allocated, a.used, a.idle, a.gpu_hours) == (b.allocated, b.used, b.idle, b.gpu_hours)
     assert any(ln.activity is None for ln in new) and any((ln.activity or 0) > 0 for ln in new)
+    per_day = [(ln.workload_id, ln.day) for ln in new]
+    assert len(set(per_day)) < len(per_day)  # an endpoint that scaled has a line per count in a day
 
 
 @pytest.mark.parametrize("by", list(spend.GROUPS))
