@@ -164,6 +164,17 @@ def test_a_bad_value_stops_the_process_naming_the_variable_and_the_reason(env, m
     assert message in result.stderr
 
 
+def test_importing_the_portal_package_does_not_load_the_settings(tmp_path):
+    # The sandbox and the benchmarks import portal modules, then point DATABASE_URL at
+    # their own database: settings read at import would keep the first one.
+    code = (
+        "import portal, portal.celery, portal.cluster_profile; from django.conf import settings; "
+        "print(settings.configured)"
+    )
+    result = run_python(code, {}, tmp_path)
+    assert result.stdout.strip() == "False", result.stderr
+
+
 def test_the_beat_schedule_reconciles_at_the_configured_interval(tmp_path):
     code = 'from portal.celery import app; print(app.conf.beat_schedule["reconcile-workloads"]["schedule"])'
     result = run_python(code, {"PORTAL_RECONCILE_INTERVAL_SECONDS": "25"}, tmp_path)
