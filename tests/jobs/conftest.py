@@ -1,9 +1,21 @@
 from decimal import Decimal
+from unittest import mock
 
 import pytest
 
 from quotas.models import Quota
 from tests.jobs.fakes import FakeCluster
+
+
+@pytest.fixture
+def no_celery():
+    """Lifecycle calls enqueue tasks; these tests run the reconcile themselves instead."""
+    with (
+        mock.patch("jobs.tasks.submit_workload.delay"),
+        mock.patch("jobs.tasks.teardown_workload.delay"),
+        mock.patch("jobs.tasks.apply_team.delay"),
+    ):
+        yield
 
 
 @pytest.fixture

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from datetime import timedelta
-from unittest import mock
 
 import pytest
 from django.utils import timezone
@@ -14,17 +13,7 @@ from jobs.models import State, Workload, WorkloadScale
 from jobs.reconcile import ISVC, reconcile
 from quotas.models import Quota
 
-pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(autouse=True)
-def no_celery():
-    with (
-        mock.patch("jobs.tasks.submit_workload.delay"),
-        mock.patch("jobs.tasks.teardown_workload.delay"),
-        mock.patch("jobs.tasks.apply_team.delay"),
-    ):
-        yield
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("no_celery")]
 
 
 @pytest.fixture

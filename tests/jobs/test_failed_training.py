@@ -8,8 +8,6 @@ and the workload page and ``/api/v1/workloads/<id>/`` show the class, exit code,
 
 from __future__ import annotations
 
-from unittest import mock
-
 import pytest
 from kubernetes import client as k8s
 
@@ -19,17 +17,7 @@ from jobs.reconcile import reconcile
 from quotas.models import Quota
 from tests.jobs.conftest import training
 
-pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(autouse=True)
-def no_celery():
-    with (
-        mock.patch("jobs.tasks.submit_workload.delay"),
-        mock.patch("jobs.tasks.teardown_workload.delay"),
-        mock.patch("jobs.tasks.apply_team.delay"),
-    ):
-        yield
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("no_celery")]
 
 
 @pytest.fixture

@@ -14,17 +14,7 @@ from jobs.reconcile import main_kind, reconcile
 from quotas.models import Quota
 from tests.jobs.conftest import notebook, training
 
-pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(autouse=True)
-def no_celery():
-    with (
-        mock.patch("jobs.tasks.submit_workload.delay"),
-        mock.patch("jobs.tasks.teardown_workload.delay"),
-        mock.patch("jobs.tasks.apply_team.delay"),
-    ):
-        yield
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("no_celery")]
 
 
 @pytest.fixture
